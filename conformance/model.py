@@ -1,0 +1,163 @@
+"""The results data model: the contract every stage reads and writes.
+
+A run is a folder holding ``meta.json`` (one :class:`RunMeta`) and the outcomes:
+``outcomes.jsonl`` (one :class:`ResultRecord` per line, appended and flushed as each
+test finishes) while the run is going on, consolidated into ``outcomes.parquet`` when
+it ends. Readers accept either and never see pytest objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "CATEGORIES",
+    "FEATURES",
+    "FORMAT_VERSION",
+    "OUTCOMES",
+    "RECORD_COLUMNS",
+    "ResultRecord",
+    "RunMeta",
+    "TestIdentity",
+]
+
+# Version of the results store format. Bump it when a field is added, removed or
+# changes meaning, and say what changed:
+#   1: first version.
+FORMAT_VERSION = 1
+
+#: Every outcome a test can have in a run.
+OUTCOMES = (
+    "passed",
+    "failed",
+    "error",
+    "skipped",
+    "xfailed",
+    "xpassed",
+    "crashed",
+    "timeout",
+    "deselected",
+)
+
+#: Why a test did not pass. Empty for passed tests.
+CATEGORIES = (
+    "missing_lowering",
+    "unsupported_feature",
+    "unsupported_dtype",
+    "numerical_mismatch",
+    "wrong_error",
+    "crash",
+    "timeout",
+    "flaky",
+    "known_bug",
+    "not_applicable",
+    "upstream_skip",
+    "other",
+)
+
+#: Values of ``detail`` for the unsupported_feature category.
+FEATURES = (
+    "sparse",
+    "nested",
+    "forward_ad",
+    "dynamic_shapes",
+    "per_channel_quant",
+    "attn_mask",
+    "quantized",
+    "complex",
+)
+
+
+@dataclass(frozen=True)
+class TestIdentity:
+    """Who a collected test is, independent of the device it runs on.
+
+    ``test_id`` is ``file::GenericClass::name`` with the device token removed from the
+    class suffix (``PRIVATEUSE1`` or the backend name) and from the test name, so the
+    same upstream test has the same ``test_id`` on every device and in every release.
+    """
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    nodeid: str
+    test_id: str
+    file: str
+    test_class: str = ""
+    template: str = ""
+    op: str = ""
+    variant: str = ""
+    dtype: str = ""
+    params: str = ""
+    device: str = ""
+
+
+@dataclass
+class ResultRecord:
+    """One test's result in one run."""
+
+    run_id: str
+    nodeid: str
+    test_id: str
+    file: str
+    test_class: str = ""
+    template: str = ""
+    op: str = ""
+    variant: str = ""
+    dtype: str = ""
+    params: str = ""
+    device: str = ""
+    outcome: str = ""
+    category: str = ""
+    detail: str = ""
+    message: str = ""
+    duration_s: float = 0.0
+    skip_entry: str = ""  # "path:line" of the skiplist entry that applied, or ""
+    ops_dispatched: list[str] = field(default_factory=list)
+    ops_fallback: list[str] = field(default_factory=list)
+    worker: str = ""
+    shard: str = ""  # "k/N", or "" when the run is not sharded
+    rerun: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ResultRecord:
+        return cls(**{k: data[k] for k in RECORD_COLUMNS if k in data})
+
+
+RECORD_COLUMNS = tuple(f.name for f in dataclasses.fields(ResultRecord))
+
+
+@dataclass
+class RunMeta:
+    """What a run was: when, against what, with which command."""
+
+    run_id: str
+    format_version: int = FORMAT_VERSION
+    start_time: str = ""  # ISO 8601, UTC
+    end_time: str = ""
+    torch_version: str = ""
+    torch_git: str = ""
+    backend: str = ""  # device type: "emu", "cpu", ...
+    backend_version: str = ""
+    backend_git: str = ""
+    harness_version: str = ""
+    suite: str = ""  # "upstream:v2.13.0", "upstream:/path/to/test", "embedded:smoke", ...
+    mode: str = "eager"
+    shard: str = ""
+    host: str = ""
+    command: list[str] = field(default_factory=list)
+    collected: int = 0
+    expected: int | None = None
+    complete: bool = False  # True once the run ended and outcomes were consolidated
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunMeta:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
