@@ -1,0 +1,88 @@
+"""The project's task definitions: CI and the README call only these sessions.
+
+Every session installs the same stack: torch from ``constraints.txt`` (a CPU build, so
+pip never resolves a CUDA one), the harness, and the ``emu`` backend built against that
+torch without build isolation. The backend build is skipped when its sources have not
+changed since the last build in the same virtualenv.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_venv = "yes"
+nox.options.sessions = ["lint", "tests"]
+
+ROOT = Path(__file__).parent
+BACKEND = ROOT / "backend"
+RUNS = ROOT / "runs"
+REPORT = ROOT / "report"
+
+
+def _backend_digest() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(BACKEND.rglob("*")):
+        if path.is_file() and "build" not in path.parts and "__pycache__" not in path.parts:
+            if path.suffix in {".py", ".cpp", ".h", ".toml", ".cfg"}:
+                digest.update(str(path.relative_to(BACKEND)).encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def install_stack(session: nox.Session) -> None:
+    """Install torch (CPU), the harness with its test extras, and the emu backend."""
+    session.install("-c", "constraints.txt", "torch==2.13.0")
+    session.install("-c", "constraints.txt", "setuptools>=68", "wheel", "ninja")
+    session.install("-c", "constraints.txt", "-e", ".[test]")
+    stamp = Path(session.virtualenv.location) / ".emu-build-digest"
+    digest = _backend_digest()
+    if not stamp.exists() or stamp.read_text() != digest:
+        session.install("--no-build-isolation", "-c", "constraints.txt", "./backend")
+        stamp.write_text(digest)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the test suite (pass pytest arguments after --)."""
+    install_stack(session)
+    args = session.posargs or ["-n", "2", "-q"]
+    session.run("pytest", *args)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff: lint and formatting."""
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def conformance(session: nox.Session) -> None:
+    """The main job: emu against the embedded suite's smoke selection, then the HTML report."""
+    install_stack(session)
+    args = session.posargs or ["--device", "emu", "--suite", "embedded:smoke", "-n", "2"]
+    session.run("conformance", "run", "--runs-root", str(RUNS), *args, success_codes=[0, 1])
+    session.run("conformance", "report", str(RUNS / "latest"), "--out", str(REPORT))
+    session.log(f"report: {REPORT / 'index.html'}")
+
+
+@nox.session
+def report(session: nox.Session) -> None:
+    """Render the report of a run (default: the latest under runs/)."""
+    install_stack(session)
+    run_dir = session.posargs[0] if session.posargs else str(RUNS / "latest")
+    session.run("conformance", "report", run_dir, "--out", str(REPORT))
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Run every benchmark under bench/ (each prints ratios measured side by side)."""
+    install_stack(session)
+    names = session.posargs or sorted(p.stem for p in (ROOT / "bench").glob("*.py"))
+    for name in names:
+        session.run("python", f"bench/{name}.py")
