@@ -1,0 +1,314 @@
+"""Test identity: a canonical, device-independent ``test_id`` for every collected test.
+
+Upstream device-generic tests are instantiated by torch as
+``{Generic}{DEVICE}::{template}{_params}_{device}{_dtype...}`` (see
+``common_device_type.DeviceTypeTestBase.instantiate_test``). The class suffix reads
+``PRIVATEUSE1`` for the first class a PrivateUse1 backend instantiates in a process and
+the backend's name afterwards, while method names always use the backend's name, so the
+suffix and the device token are both removed to give the same ``test_id`` on every device.
+
+Two entry points:
+
+- :func:`identity_from_item` reads the structured data torch attaches to the instantiated
+  test (the ``param_kwargs`` it closes over: OpInfo, ModuleInfo, dtype, other parameters;
+  the generic class among the instantiated class's bases) and falls back to the parser.
+- :func:`parse_nodeid` works from the nodeid alone (an xdist controller, a stored record).
+  It finds ``@ops``/``@modules`` names by looking them up in torch's OpInfo and ModuleInfo
+  databases, loaded once on first need.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+from conformance.model import TestIdentity
+
+__all__ = ["identity_from_item", "parse_nodeid"]
+
+# Always recognised besides the caller's device names: torch has named PrivateUse1 classes
+# and (in older releases) methods "privateuse1" rather than after the backend.
+_ALWAYS_DEVICES = ("privateuse1",)
+
+# Keys of param_kwargs that have their own TestIdentity field.
+_STRUCTURED_KEYS = frozenset({"device", "devices", "dtype", "dtypes", "op", "module_info"})
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    # Same spelling torch uses in test names (common_utils.dtype_name).
+    return str(dtype).split(".", 1)[1]
+
+
+_DTYPE_NAMES = tuple(
+    sorted(
+        {_dtype_name(v) for v in vars(torch).values() if isinstance(v, torch.dtype)},
+        key=len,
+        reverse=True,  # longest first, so float8_e4m3fnuz wins over float8_e4m3fn
+    )
+)
+_DTYPE_ALT = "|".join(re.escape(n) for n in _DTYPE_NAMES)
+_DTYPE_TOKEN = re.compile(rf"_({_DTYPE_ALT})(?=_|$)")
+
+
+@functools.lru_cache(maxsize=64)
+def _name_pattern(devices: tuple[str, ...]) -> re.Pattern[str]:
+    """``stem _device (_dtype)*`` with the device taken as the last one that only dtypes follow."""
+    alt = "|".join(re.escape(d) for d in sorted(devices, key=len, reverse=True))
+    return re.compile(rf"^(?P<stem>.+?)_(?P<device>{alt})(?P<dtypes>(?:_(?:{_DTYPE_ALT}))*)$")
+
+
+def _normalise_devices(device_names: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(device_names, str):
+        raise TypeError("device_names must be an iterable of device names, not a string")
+    names = {name.split(":", 1)[0].strip().lower() for name in device_names}
+    names.discard("")
+    names.update(_ALWAYS_DEVICES)
+    return tuple(sorted(names))
+
+
+def _split_class(test_class: str, devices: tuple[str, ...]) -> tuple[str, str]:
+    """(generic class, suffix) when the class ends in a device suffix, else (class, "")."""
+    best = ""
+    for device in devices:
+        suffix = device.upper()
+        if len(suffix) > len(best) and test_class.endswith(suffix) and test_class != suffix:
+            best = suffix
+    return (test_class[: -len(best)], best) if best else (test_class, "")
+
+
+class _ParametrizedNames:
+    """Formatted names of every OpInfo and ModuleInfo, to find them inside test names."""
+
+    def __init__(self) -> None:
+        # formatted name -> (op field, variant field)
+        self.by_formatted: dict[str, tuple[str, str]] = {}
+        self.modules: set[str] = set()  # formatted ModuleInfo names
+        self.longest = 0
+
+    def add(self, formatted: str, op: str, variant: str) -> None:
+        # First database wins on a clash; op_db is loaded first because most tests use it.
+        self.by_formatted.setdefault(formatted, (op, variant))
+        self.longest = max(self.longest, len(formatted))
+
+
+@functools.cache
+def _parametrized_names() -> _ParametrizedNames:
+    # Importing the databases costs seconds; done once, and only when a name needs it.
+    from torch.testing._internal import common_methods_invocations as cmi
+    from torch.testing._internal.common_modules import module_db
+
+    names = _ParametrizedNames()
+    for db_name in (
+        "op_db",
+        "python_ref_db",
+        "foreach_unary_op_db",
+        "foreach_binary_op_db",
+        "foreach_pointwise_op_db",
+        "foreach_reduce_op_db",
+        "foreach_other_op_db",
+    ):
+        for op in getattr(cmi, db_name, ()):
+            names.add(op.formatted_name, op.full_name, op.variant_test_name)
+    for module_info in module_db:
+        names.add(module_info.formatted_name, module_info.name, "")
+        names.modules.add(module_info.formatted_name)
+    return names
+
+
+def _find_parametrized(stem: str) -> tuple[str, str, str, str] | None:
+    """(template, op, variant, params) for ``template_<formatted op>[_params]``, or None.
+
+    The op is a database name that ends the stem, after a template of at least
+    ``test_x`` (``@modules`` names may be followed by ``_train_mode``/``_eval_mode``);
+    ``test_reference_numerics_normal_abs`` is op ``abs``, and
+    ``..._linalg_norm_subgradients_at_zero`` is ``linalg.norm.subgradients_at_zero``.
+    Parameters after the op (``..._foreach_add_is_fastpath_True``) hide it: the name
+    then parses with no op, and the whole stem as template. A test that is not
+    ``@ops``-parametrized but whose name ends in an op name (``test_dim_function_empty``)
+    is read as one, which is why the structured path of :func:`identity_from_item` is preferred wherever an item exists.
+    """
+    names = _parametrized_names()
+    table = names.by_formatted
+    for mode in ("_train_mode", "_eval_mode"):
+        # @modules appends the training flag after the module name; "mode" is an op too.
+        module_stem = stem.removesuffix(mode)
+        if module_stem != stem:
+            for start in (i + 1 for i, ch in enumerate(module_stem) if ch == "_" and i >= 6):
+                if module_stem[start:] in names.modules:
+                    op, variant = table[module_stem[start:]]
+                    training = f"training={mode == '_train_mode'}"
+                    return module_stem[: start - 1], op, variant, training
+    # Only a name that ends the stem counts: an op name inside other parameters
+    # (test_CTCLoss_..._reduction_mean_use_module_form_True) is not the test's op, and a
+    # miss costs less than a wrong op. Longest first: linalg_norm_subgradients_at_zero.
+    for start in (i + 1 for i, ch in enumerate(stem) if ch == "_" and i >= 6):
+        if len(stem) - start <= names.longest and stem[start:] in table:
+            op, variant = table[stem[start:]]
+            return stem[: start - 1], op, variant, ""
+    return None
+
+
+def parse_nodeid(nodeid: str, device_names: Iterable[str]) -> TestIdentity:
+    """Identity of a test from its pytest nodeid alone.
+
+    ``device_names`` are the device tokens to remove (``("emu", "privateuse1", "cpu")``);
+    ``privateuse1`` is always recognised. The class suffix and the device token are only
+    removed together, so a class that is not device-instantiated keeps its name. The
+    dtype suffix (one or more dtypes after the device) goes to ``dtype``, ``_``-joined;
+    ``@ops``/``@modules`` names go to ``op`` and ``variant``; text after the op goes to
+    ``params``. ``test_id`` is ``file::GenericClass::name`` without the device token.
+    Raises ValueError for an empty nodeid.
+    """
+    if not nodeid or not nodeid.strip():
+        raise ValueError("parse_nodeid: empty nodeid")
+    devices = _normalise_devices(device_names)
+    parts = nodeid.split("::")
+    file = parts[0]
+    name = parts[-1] if len(parts) > 1 else ""
+    test_class = "::".join(parts[1:-1])
+
+    match = _name_pattern(devices).match(name) if name else None
+    generic_class, class_suffix = _split_class(test_class, devices) if test_class else ("", "")
+    if match is None or not class_suffix:
+        # Not a device-instantiated test: the name is already device independent.
+        test_id = "::".join(p for p in (file, test_class, name) if p)
+        return TestIdentity(
+            nodeid=nodeid, test_id=test_id, file=file, test_class=test_class, template=name
+        )
+
+    stem, device = match["stem"], match["device"]
+    dtypes = _DTYPE_TOKEN.findall(match["dtypes"])
+    name_without_device = stem + match["dtypes"]
+    template, op, variant, params = stem, "", "", ""
+    found = _find_parametrized(stem)
+    if found is not None:
+        template, op, variant, params = found
+    return TestIdentity(
+        nodeid=nodeid,
+        test_id=f"{file}::{generic_class}::{name_without_device}",
+        file=file,
+        test_class=generic_class,
+        template=template,
+        op=op,
+        variant=variant,
+        dtype="_".join(dtypes),
+        params=params,
+        device=device,
+    )
+
+
+def _param_kwargs(function: Any) -> dict[str, Any] | None:
+    """The ``param_kwargs`` torch's ``instantiated_test`` closes over as a default, or None."""
+    for _ in range(4):  # instantiated_test is the outermost function unless re-wrapped
+        if function is None:
+            return None
+        code = getattr(function, "__code__", None)
+        defaults = getattr(function, "__defaults__", None)
+        if (
+            code is not None
+            and code.co_name == "instantiated_test"
+            and defaults
+            and isinstance(defaults[-1], dict)
+        ):
+            return defaults[-1]
+        function = getattr(function, "__wrapped__", None)
+    return None
+
+
+def _format_value(value: Any) -> str:
+    # Stable across processes: never a repr with an address in it.
+    if isinstance(value, torch.dtype):
+        return _dtype_name(value)
+    if value is None or isinstance(value, (bool, int, float, str, torch.device)):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return "(" + ",".join(_format_value(v) for v in value) + ")"
+    for attr in ("full_name", "__qualname__", "__name__"):
+        named = getattr(value, attr, None)
+        if isinstance(named, str):
+            return named
+    return type(value).__name__
+
+
+def _device_token(cls: type) -> str:
+    device_type = getattr(cls, "device_type", "")
+    if device_type == "privateuse1":
+        return torch._C._get_privateuse1_backend_name()
+    return device_type
+
+
+def _generic_class(cls: type) -> str | None:
+    """The template class an instantiated device class was built from, or None."""
+    # instantiate_device_type_tests builds type(name, (device_base, generic_class), {}).
+    bases = cls.__bases__
+    if len(bases) == 2 and isinstance(getattr(bases[0], "device_type", None), str):
+        return bases[1].__name__
+    return None
+
+
+def identity_from_item(item: Any, device_names: Iterable[str]) -> TestIdentity:
+    """Identity of a collected pytest item, from torch's structured test data where present.
+
+    For a test instantiated by ``instantiate_device_type_tests``: the generic class comes
+    from the instantiated class's bases, the template from the test function's name
+    (``functools.wraps`` keeps it through parametrization), op/variant from the OpInfo
+    (``full_name``, ``variant_test_name``) or the ModuleInfo name, dtype from the dtype
+    parameter and the remaining parameters as ``key=value`` pairs. Anything else, or a
+    test whose structure does not match its name, goes through :func:`parse_nodeid`.
+    """
+    nodeid: str = item.nodeid
+    cls = getattr(item, "cls", None)
+    function = getattr(item, "obj", None)
+    kwargs = _param_kwargs(function) if cls is not None else None
+    generic = _generic_class(cls) if kwargs is not None else None
+    if kwargs is None or generic is None:
+        return parse_nodeid(nodeid, device_names)
+
+    name = nodeid.rsplit("::", 1)[-1]
+    template = getattr(function, "__name__", "")
+    dtype_value = kwargs.get("dtypes", kwargs.get("dtype"))
+    if isinstance(dtype_value, (list, tuple)):
+        dtype = "_".join(_dtype_name(d) for d in dtype_value)
+    else:
+        dtype = _dtype_name(dtype_value) if isinstance(dtype_value, torch.dtype) else ""
+    device = _device_token(cls)
+    tail = f"_{device}" + (f"_{dtype}" if dtype else "")
+    if not (
+        template
+        and name.startswith(template)
+        and name.endswith(tail)
+        and len(name) >= len(template) + len(tail)
+    ):
+        return parse_nodeid(nodeid, device_names)
+
+    op = variant = ""
+    op_info = kwargs.get("op")
+    module_info = kwargs.get("module_info")
+    if op_info is not None:
+        op = getattr(op_info, "full_name", "") or getattr(op_info, "name", "")
+        variant = getattr(op_info, "variant_test_name", "") or ""
+    elif module_info is not None:
+        op = getattr(module_info, "name", "")
+    params = ",".join(
+        f"{key}={_format_value(value)}"
+        for key, value in kwargs.items()
+        if key not in _STRUCTURED_KEYS
+    )
+    file = nodeid.split("::", 1)[0]
+    stem = name[: len(name) - len(tail)]
+    return TestIdentity(
+        nodeid=nodeid,
+        test_id=f"{file}::{generic}::{stem}" + (f"_{dtype}" if dtype else ""),
+        file=file,
+        test_class=generic,
+        template=template,
+        op=op,
+        variant=variant,
+        dtype=dtype,
+        params=params,
+        device=device,
+    )
