@@ -1,0 +1,118 @@
+"""Applying a skiplist to collected pytest items, in one pass at collection.
+
+The facts travel as ``item.user_properties`` (``skip_entry``, ``skip_category``,
+``skip_detail``) because those reach the controller from xdist workers with each report.
+
+Two unittest behaviours need a correction after the test ran, done by
+:class:`UnittestQuirks`, which ``apply_to_items`` registers once per session:
+
+* a ``SkipTest`` raised inside a test body wins over an xfail mark: the test is reported
+  skipped, and ``skip_preempted`` records that the entry was not exercised;
+* an upstream ``@expectedFailure`` that passes on a more capable device is reported by
+  pytest as a plain failure ("Unexpected success"); it becomes an XPASS with
+  ``upstream_xfail = "unexpected_success"``, strict (a failure) only when our own xfail
+  entry is strict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+from _pytest.unittest import TestCaseFunction
+
+from conformance.model import TestIdentity
+from skiplists.entry import SkipEntry
+from skiplists.skiplist import Skiplist
+
+__all__ = ["UnittestQuirks", "apply_to_items"]
+
+_QUIRKS_PLUGIN = "skiplists-unittest-quirks"
+
+
+def apply_to_items(
+    items: Sequence[Any], skiplist: Skiplist, identities: Mapping[str, TestIdentity]
+) -> list[Any]:
+    """Mark the items the skiplist selects and return those to deselect.
+
+    ``identities`` maps nodeid to TestIdentity; items without one are left alone. Tier
+    ``skip`` adds a skip mark, tier ``xfail`` an xfail mark (strict unless the entry says
+    ``strict = false``); tier ``deselect`` items are returned for the caller to remove and
+    record. Every selected item gets the entry's facts in ``user_properties``.
+    """
+    deselected: list[Any] = []
+    xfails: dict[str, SkipEntry] = {}
+    match = skiplist.match
+    for item in items:
+        identity = identities.get(item.nodeid)
+        if identity is None:
+            continue
+        entry = match(identity)
+        if entry is None:
+            continue
+        item.user_properties.extend(
+            (
+                ("skip_entry", entry.where),
+                ("skip_category", entry.category),
+                ("skip_detail", entry.detail),
+            )
+        )
+        if entry.tier == "deselect":
+            deselected.append(item)
+        elif entry.tier == "skip":
+            item.add_marker(pytest.mark.skip(reason=entry.mark_reason()))
+        else:
+            item.add_marker(pytest.mark.xfail(strict=entry.strict, reason=entry.mark_reason()))
+            xfails[item.nodeid] = entry
+    config = getattr(items[0], "config", None) if items else None
+    if config is not None:
+        _quirks(config).xfail_entries.update(xfails)
+    return deselected
+
+
+def _quirks(config: pytest.Config) -> UnittestQuirks:
+    plugin = config.pluginmanager.get_plugin(_QUIRKS_PLUGIN)
+    if plugin is None:
+        plugin = UnittestQuirks()
+        config.pluginmanager.register(plugin, _QUIRKS_PLUGIN)
+    return plugin
+
+
+class UnittestQuirks:
+    """Corrects the reports of unittest tests where a skiplist mark meets unittest rules."""
+
+    def __init__(self) -> None:
+        self.xfail_entries: dict[str, SkipEntry] = {}
+
+    # Outermost wrapper: it must see the report after pytest's own xfail handling.
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        if call.when != "call":
+            return report
+        entry = self.xfail_entries.get(item.nodeid)
+        if isinstance(item, TestCaseFunction) and _unexpected_success(call):
+            report.user_properties.append(("upstream_xfail", "unexpected_success"))
+            note = "upstream expectedFailure passed on this device (unexpected success)"
+            if entry is not None and entry.strict:
+                report.outcome = "failed"
+                report.longrepr = f"[XPASS(strict)] {entry.mark_reason()}; {note}"
+                if hasattr(report, "wasxfail"):
+                    del report.wasxfail
+            else:
+                report.outcome = "passed"
+                report.longrepr = None
+                report.wasxfail = entry.mark_reason() if entry is not None else note
+        elif entry is not None and report.skipped and not hasattr(report, "wasxfail"):
+            report.user_properties.append(
+                ("skip_preempted", "the test skipped itself before the xfail entry applied")
+            )
+        return report
+
+
+def _unexpected_success(call: pytest.CallInfo[None]) -> bool:
+    excinfo = call.excinfo
+    if excinfo is None or not isinstance(excinfo.value, pytest.fail.Exception):
+        return False
+    return str(excinfo.value.msg or "").startswith("Unexpected success")

@@ -1,0 +1,165 @@
+"""Skiplist entries: what one entry selects, and what happens to the tests it selects."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from conformance.model import TestIdentity
+
+__all__ = ["FIELD_NAMES", "TIERS", "SkipEntry", "Selector", "display_path"]
+
+#: ``deselect``: never run (crashes, hangs). ``xfail``: runs, expected to fail (strict by
+#: default, so a fix shows up). ``skip``: not run but reported (not applicable, unsupported).
+TIERS = ("deselect", "xfail", "skip")
+
+#: Structured selector fields, in the order they are compared: the entry key in the
+#: file, then the TestIdentity attribute it is compared with.
+FIELD_NAMES = (
+    ("file", "file"),
+    ("class", "test_class"),
+    ("template", "template"),
+    ("op", "op"),
+    ("variant", "variant"),
+    ("dtypes", "dtype"),
+)
+
+# Which kind of selector wins when several entries select the same test: an exact
+# test_id beats structured fields, which beat an explicit pattern.
+_KIND_RANK = {"test_id": 3, "fields": 2, "pattern": 1}
+
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def display_path(path: Path) -> str:
+    """The path as shown in ``where``: relative to the project or the working directory when
+    it lies inside one, so records read the same on every machine."""
+    resolved = path.resolve()
+    for root in (_PACKAGE_ROOT, Path.cwd().resolve()):
+        if resolved.is_relative_to(root):
+            return resolved.relative_to(root).as_posix()
+    return str(path)
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Which tests an entry applies to.
+
+    Exactly one kind: ``test_ids`` (exact, device-independent test_ids), structured fields
+    (every field that is set must equal the test's field; ``dtypes`` is a set of
+    alternatives), or ``pattern`` (a regular expression that must match the whole test_id,
+    optionally narrowed by structured fields).
+    """
+
+    test_ids: tuple[str, ...] = ()
+    file: str = ""
+    test_class: str = ""
+    template: str = ""
+    op: str = ""
+    variant: str = ""
+    dtypes: tuple[str, ...] = ()
+    pattern: str = ""
+    _compiled: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def kind(self) -> str:
+        if self.test_ids:
+            return "test_id"
+        return "pattern" if self.pattern else "fields"
+
+    def field_values(self) -> dict[str, str | tuple[str, ...]]:
+        """The structured fields that are set, keyed by TestIdentity attribute."""
+        values: dict[str, str | tuple[str, ...]] = {}
+        for _key, attr in FIELD_NAMES:
+            value = self.dtypes if attr == "dtype" else getattr(self, attr)
+            if value:
+                values[attr] = value
+        return values
+
+    def key(self) -> tuple[object, ...]:
+        """Identity of the selector: two entries with equal keys select the same tests."""
+        return (
+            tuple(sorted(self.test_ids)),
+            self.file,
+            self.test_class,
+            self.template,
+            self.op,
+            self.variant,
+            tuple(sorted(self.dtypes)),
+            self.pattern,
+        )
+
+    def matches(self, identity: TestIdentity) -> bool:
+        """Whether this selector selects the test (the slow, direct check)."""
+        if self.test_ids:
+            return identity.test_id in self.test_ids
+        for attr, value in self.field_values().items():
+            actual = getattr(identity, attr)
+            if attr == "dtype":
+                if actual not in value:
+                    return False
+            elif actual != value:
+                return False
+        if self.pattern:
+            compiled = self._compiled or re.compile(self.pattern)
+            return compiled.fullmatch(identity.test_id) is not None
+        return True
+
+    def describe(self) -> str:
+        """A short human description, e.g. ``op=add dtypes=[float16]``."""
+        if self.test_ids:
+            return " ".join(self.test_ids)
+        parts = []
+        for key, attr in FIELD_NAMES:
+            value = self.dtypes if attr == "dtype" else getattr(self, attr)
+            if value:
+                shown = "[" + ", ".join(value) + "]" if isinstance(value, tuple) else value
+                parts.append(f"{key}={shown}")
+        if self.pattern:
+            parts.append(f"pattern={self.pattern!r}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class SkipEntry:
+    """One skiplist entry, with where it was written (``where`` is ``"path:line"``)."""
+
+    selector: Selector
+    tier: str
+    category: str
+    reason: str
+    detail: str = ""
+    link: str = ""
+    owner: str = ""
+    review: dt.date | None = None
+    strict: bool = True  # xfail only: an unexpected pass fails the test
+    path: Path = Path()
+    line: int = 0
+    index: int = 0  # position among the file's [[skip]] tables
+    layer: int = 0  # position of the file in the load order; later layers win ties
+    field_lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def where(self) -> str:
+        return f"{display_path(self.path)}:{self.line}"
+
+    @property
+    def review_date(self) -> dt.date | None:
+        return self.review
+
+    @property
+    def rank(self) -> tuple[int, int, int, int]:
+        """Precedence among entries selecting the same test: higher wins."""
+        selector = self.selector
+        return (_KIND_RANK[selector.kind], len(selector.field_values()), self.layer, -self.line)
+
+    def mark_reason(self) -> str:
+        """The text shown by pytest for a skip or xfail from this entry."""
+        detail = f"[{self.detail}]" if self.detail else ""
+        return f"{self.category}{detail}: {self.reason} ({self.where})"
+
+    def line_of(self, key: str) -> int:
+        """The line of one of the entry's keys, or the entry's header line."""
+        return self.field_lines.get(key, self.line)

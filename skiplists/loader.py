@@ -1,0 +1,309 @@
+"""Strict loading of skiplist files: every problem is a SkiplistError naming file, line, field.
+
+A file holds an optional ``[skiplist]`` header and ``[[skip]]`` entries::
+
+    [skiplist]
+    backend = "emu"      # optional: the file only applies to this backend
+    torch = "2.13"       # optional: the file only applies to this torch release
+
+    [[skip]]
+    test_id = "test_ops.py::TestCommon::test_out_cumsum_float32"
+    tier = "xfail"
+    category = "missing_lowering"
+    detail = "aten::cumsum.out"
+    reason = "cumsum.out has no lowering yet"
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from conformance.model import CATEGORIES
+from skiplists.entry import FIELD_NAMES, TIERS, SkipEntry, Selector
+from skiplists.errors import SkiplistError
+from skiplists.tomllines import Section, scan
+
+try:  # the C-speed parser where the standard library has one (3.11+)
+    import tomllib as _toml
+
+    _TomlError: type[Exception] = _toml.TOMLDecodeError
+except ImportError:  # pragma: no cover - Python 3.10
+    import tomlkit as _toml  # type: ignore[no-redef]
+    from tomlkit.exceptions import TOMLKitError as _TomlError
+
+__all__ = ["ENTRY_KEYS", "HEADER_KEYS", "parse_file", "parse_text", "torch_release"]
+
+HEADER_KEYS = ("backend", "torch", "description")
+_SELECTOR_KEYS = ("test_id", *(key for key, _attr in FIELD_NAMES), "pattern")
+ENTRY_KEYS = (
+    *_SELECTOR_KEYS,
+    "tier",
+    "category",
+    "detail",
+    "reason",
+    "link",
+    "owner",
+    "review",
+    "strict",
+)
+_PLACEHOLDER_REASONS = {"todo", "tbd", "fixme", "xxx", "?", "-", "n/a", "none", "unknown"}
+_TEST_ID = re.compile(r"[^\s:]+(::[^\s:]+)+")
+_DEVICE_TOKEN = re.compile(r"PRIVATEUSE1|privateuse1")
+_LOOSE_TEXT = re.compile(r"[^\s]+")
+_LINK = re.compile(r"https?://\S+")
+_OVERLOAD = re.compile(r"\w+::[\w.]+")
+# torch dtype names as they appear in test names; a test parametrized over several
+# dtypes joins them with "_" (test_foo_float32_int64), so a dtype value is a run of these.
+_DTYPE_NAMES = (
+    "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu",
+    "float4_e2m1fn_x2", "bfloat16", "float16", "float32", "float64", "complex32",
+    "complex64", "complex128", "int8", "int16", "int32", "int64", "uint8", "uint16",
+    "uint32", "uint64", "bool", "quint8", "qint8", "qint32", "quint4x2", "quint2x4",
+    "half", "float", "double", "cfloat", "cdouble", "chalf", "long", "int", "short",
+    "bits8", "bits16", "bits1x8", "bits2x4", "bits4x2",
+)  # fmt: skip
+_DTYPE = re.compile(f"(?:{'|'.join(_DTYPE_NAMES)})(?:_(?:{'|'.join(_DTYPE_NAMES)}))*")
+
+
+def torch_release(torch_version: str) -> str:
+    """``"2.13.0+cpu"`` -> ``"2.13"``; raises SkiplistError on anything else."""
+    found = re.match(r"(\d+)\.(\d+)", torch_version.strip())
+    if found is None:
+        raise SkiplistError(
+            f"torch version {torch_version!r} is not MAJOR.MINOR[.PATCH]", file="<torch>"
+        )
+    return f"{found.group(1)}.{found.group(2)}"
+
+
+def parse_file(path: Path, *, layer: int, backend: str, torch_version: str) -> list[SkipEntry]:
+    """Every entry of one file, validated; the file's header must fit backend and torch."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SkiplistError("no such skiplist file", file=path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SkiplistError(f"cannot read: {exc}", file=path) from None
+    return parse_text(text, path, layer=layer, backend=backend, torch_version=torch_version)
+
+
+def parse_text(
+    text: str, path: Path, *, layer: int = 0, backend: str = "", torch_version: str = ""
+) -> list[SkipEntry]:
+    """Parse and validate one file's text (``path`` is only used to locate errors)."""
+    try:
+        document = _toml.loads(text)
+        if not isinstance(document, dict):  # tomlkit's document on the fallback path
+            document = document.unwrap()
+    except _TomlError as exc:
+        raise SkiplistError(f"TOML syntax error: {exc}", file=path, line=_error_line(exc)) from None
+    except (ValueError, RecursionError) as exc:  # the parser's own limits
+        raise SkiplistError(f"TOML syntax error: {exc}", file=path, line=0) from None
+    sections = scan(text)
+    top = sections[0]
+    for key in document:
+        if key not in ("skiplist", "skip"):
+            _unknown(key, ("skiplist", "skip"), path, _top_line(sections, key), "a top-level key")
+    _check_header(document.get("skiplist", {}), sections, path, backend, torch_version)
+    tables = document.get("skip", [])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise SkiplistError(
+            "must be an array of tables ([[skip]])", file=path, line=_top_line(sections, "skip"),
+            field="skip",
+        )
+    located = [s for s in sections if s.name == "skip" and s.array]
+    if len(located) != len(tables):  # written as an inline array: point at its key
+        line = top.keys.get("skip", 1)
+        located = [Section("skip", True, line, line) for _ in tables]
+    return [
+        _entry(table, section, path, index, layer)
+        for index, (table, section) in enumerate(zip(tables, located, strict=True))
+    ]
+
+
+def _check_header(
+    header: Any, sections: list[Section], path: Path, backend: str, torch_version: str
+) -> None:
+    line = _section_line(sections, "skiplist")
+    if not isinstance(header, dict):
+        raise SkiplistError("must be a table", file=path, line=line, field="skiplist")
+    where = next((s for s in sections if s.name == "skiplist" and not s.array), None)
+    keys = where.keys if where else {}
+    for key, value in header.items():
+        key_line = keys.get(key, line)
+        if key not in HEADER_KEYS:
+            _unknown(key, HEADER_KEYS, path, key_line, "a [skiplist] key")
+        if not isinstance(value, str):
+            raise SkiplistError("must be a string", file=path, line=key_line, field=key)
+    wanted = header.get("backend", "")
+    if wanted not in ("", "*") and backend and wanted != backend:
+        raise SkiplistError(
+            f"this file is for backend {wanted!r}, not {backend!r}",
+            file=path, line=keys.get("backend", line), field="backend",
+        )
+    release = header.get("torch", "")
+    if release and not re.fullmatch(r"\d+\.\d+", release):
+        raise SkiplistError(
+            f"{release!r} is not a torch release (MAJOR.MINOR)",
+            file=path, line=keys.get("torch", line), field="torch",
+        )
+    if release and torch_version and release != torch_release(torch_version):
+        raise SkiplistError(
+            f"this file is for torch {release}, not {torch_version}",
+            file=path, line=keys.get("torch", line), field="torch",
+        )
+
+
+def _entry(table: Mapping[str, Any], section: Section, path: Path, index: int, layer: int) -> SkipEntry:
+    def fail(message: str, key: str) -> SkiplistError:
+        return SkiplistError(message, file=path, line=section.keys.get(key, section.line), field=key)
+
+    for key in table:
+        if key not in ENTRY_KEYS:
+            _unknown(key, ENTRY_KEYS, path, section.keys.get(key, section.line), "an entry key")
+
+    def text(key: str, *, required: bool = False) -> str:
+        value = table.get(key, "")
+        if not isinstance(value, str):
+            raise fail(f"must be a string, not {type(value).__name__}", key)
+        if required and not value.strip():
+            raise fail("is required" if key not in table else "must not be empty", key)
+        if value and value != value.strip():
+            raise fail("has leading or trailing spaces", key)
+        return value
+
+    selector = _selector(table, fail, text)
+    tier = text("tier", required=True)
+    if tier not in TIERS:
+        raise fail(f"{tier!r} is not a tier; use one of {', '.join(TIERS)}", "tier")
+    category = text("category", required=True)
+    if category not in CATEGORIES:
+        hint = _did_you_mean(category, CATEGORIES)
+        raise fail(f"{category!r} is not a category{hint}; see conformance.model.CATEGORIES", "category")
+    reason = text("reason", required=True)
+    if reason.lower().strip(" .") in _PLACEHOLDER_REASONS:
+        raise fail(f"{reason!r} is a placeholder, not a reason: say why the test cannot pass", "reason")
+    detail = text("detail")
+    if category == "missing_lowering" and detail and not _OVERLOAD.fullmatch(detail):
+        raise fail(f"{detail!r} is not an operator overload like 'aten::cumsum.out'", "detail")
+    link = text("link")
+    if link and not _LINK.fullmatch(link):
+        raise fail(f"{link!r} is not an http(s) URL", "link")
+    strict = table.get("strict", True)
+    if not isinstance(strict, bool):
+        raise fail("must be true or false", "strict")
+    if "strict" in table and tier != "xfail":
+        raise fail("only applies to tier 'xfail'", "strict")
+    return SkipEntry(
+        selector=selector,
+        tier=tier,
+        category=category,
+        reason=reason,
+        detail=detail,
+        link=link,
+        owner=text("owner"),
+        review=_review(table, fail),
+        strict=strict,
+        path=path,
+        line=section.line,
+        index=index,
+        layer=layer,
+        field_lines=dict(section.keys),
+    )
+
+
+def _selector(table: Mapping[str, Any], fail: Any, text: Any) -> Selector:
+    present = [key for key in _SELECTOR_KEYS if key in table]
+    if not present:
+        raise fail("an entry needs a selector: test_id, structured fields or pattern", "test_id")
+    if "test_id" in table:
+        if len(present) > 1:
+            raise fail(f"test_id cannot be combined with {present[1]!r}", present[1])
+        raw = table["test_id"]
+        test_ids = [raw] if isinstance(raw, str) else raw
+        if not isinstance(test_ids, list) or not test_ids:
+            raise fail("must be a test_id or a non-empty list of test_ids", "test_id")
+        for test_id in test_ids:
+            if not isinstance(test_id, str) or not _TEST_ID.fullmatch(test_id):
+                raise fail(f"{test_id!r} is not a test_id (file::Class::test_name)", "test_id")
+            if _DEVICE_TOKEN.search(test_id):
+                raise fail(f"{test_id!r} names a device; test_ids are device-independent", "test_id")
+        if len(set(test_ids)) != len(test_ids):
+            raise fail("lists the same test_id twice", "test_id")
+        return Selector(test_ids=tuple(test_ids))
+    values = {}
+    for key, attr in FIELD_NAMES:
+        if key == "dtypes":
+            continue
+        value = text(key)
+        if value and not _LOOSE_TEXT.fullmatch(value):
+            raise fail(f"{value!r} contains spaces", key)
+        values[attr] = value
+    dtypes = table.get("dtypes", [])
+    if not isinstance(dtypes, list) or ("dtypes" in table and not dtypes):
+        raise fail("must be a non-empty list of dtype names, e.g. [\"float16\"]", "dtypes")
+    for dtype in dtypes:
+        if not isinstance(dtype, str) or not _DTYPE.fullmatch(dtype):
+            raise fail(f"{dtype!r} is not a torch dtype name (float32, bfloat16, ...)", "dtypes")
+    if len(set(dtypes)) != len(dtypes):
+        raise fail("lists the same dtype twice", "dtypes")
+    pattern = text("pattern")
+    compiled = None
+    if "pattern" in table:
+        if not pattern:
+            raise fail("must not be empty", "pattern")
+        try:
+            compiled = re.compile(pattern)
+        except (re.error, RecursionError, OverflowError) as exc:
+            raise fail(f"invalid regular expression: {exc}", "pattern") from None
+        if compiled.fullmatch("") is not None:
+            raise fail(f"{pattern!r} matches the empty string, so it selects anything", "pattern")
+    return Selector(dtypes=tuple(dtypes), pattern=pattern, _compiled=compiled, **values)
+
+
+def _review(table: Mapping[str, Any], fail: Any) -> dt.date | None:
+    value = table.get("review")
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    if isinstance(value, str):
+        try:
+            return dt.date.fromisoformat(value)
+        except ValueError:
+            pass
+    raise fail(f"{value!r} is not a date (write review = 2026-12-31)", "review")
+
+
+def _unknown(key: str, allowed: Sequence[str], path: Path, line: int, what: str) -> None:
+    hint = _did_you_mean(key, allowed)
+    raise SkiplistError(
+        f"{key!r} is not {what}{hint}; allowed: {', '.join(allowed)}", file=path, line=line, field=key
+    )
+
+
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _top_line(sections: list[Section], key: str) -> int:
+    return sections[0].keys.get(key) or _section_line(sections, key)
+
+
+def _section_line(sections: list[Section], name: str) -> int:
+    return next((s.line for s in sections if s.name == name), 1)
+
+
+def _error_line(exc: Exception) -> int:
+    line = getattr(exc, "lineno", None)
+    if isinstance(line, int):
+        return line
+    found = re.search(r"line (\d+)", str(exc))
+    return int(found.group(1)) if found else 0

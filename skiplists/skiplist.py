@@ -1,0 +1,266 @@
+"""A loaded skiplist: layered entries and the indexes that match a test in constant time."""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from conformance.model import TestIdentity
+from skiplists.entry import FIELD_NAMES, SkipEntry
+from skiplists.errors import SkiplistError
+from skiplists.loader import parse_file, torch_release
+
+__all__ = ["DATA_DIR", "Override", "Skiplist", "default_paths", "load"]
+
+#: Where the shipped skiplists live: ``common/`` for every backend, one folder per backend;
+#: in each, ``base.toml`` for every torch release and ``torch-MAJOR.MINOR.toml`` overlays.
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+_ATTRS = tuple(attr for _key, attr in FIELD_NAMES)
+
+
+def default_paths(backend: str, torch_version: str, *, data_dir: Path = DATA_DIR) -> list[Path]:
+    """The shipped files that apply, in layer order (later layers override earlier ones):
+    common entries, common overlay for the torch release, the backend's entries, the
+    backend's overlay. Files that do not exist are left out."""
+    release = torch_release(torch_version)
+    candidates = [
+        data_dir / "common" / "base.toml",
+        data_dir / "common" / f"torch-{release}.toml",
+        data_dir / backend / "base.toml",
+        data_dir / backend / f"torch-{release}.toml",
+    ]
+    return [path for path in candidates if path.is_file()]
+
+
+def load(paths: Sequence[Path], *, backend: str, torch_version: str) -> Skiplist:
+    """Load and validate the files in layer order.
+
+    Raises SkiplistError (file, line, field) on any problem: syntax, unknown keys, bad
+    values, and duplicate or conflicting selectors within one file. Across files, an entry
+    with the same selector as an earlier file's entry replaces it (an overlay).
+    """
+    entries: list[SkipEntry] = []
+    for layer, path in enumerate(paths):
+        entries.extend(
+            parse_file(Path(path), layer=layer, backend=backend, torch_version=torch_version)
+        )
+    return Skiplist(entries)
+
+
+@dataclass(frozen=True)
+class Override:
+    """An entry replaced by a later layer's entry with the same selector."""
+
+    replaced: SkipEntry
+    by: SkipEntry
+
+
+class Skiplist:
+    """Entries with their indexes. ``match`` returns the entry that applies to a test.
+
+    Precedence when several entries select one test: an exact test_id beats structured
+    fields, which beat a pattern; then more fields beat fewer; then the later layer, then
+    the earlier line.
+    """
+
+    def __init__(self, entries: Iterable[SkipEntry]) -> None:
+        self.overrides: list[Override] = []
+        self.entries: tuple[SkipEntry, ...] = self._resolve(list(entries))
+        self._exact: dict[str, SkipEntry] = {}
+        # Structured entries grouped by which fields they set: (getter, {values: [entries]}).
+        self._fields: list[tuple[Callable[[tuple[str, ...]], object], dict[object, list[SkipEntry]]]] = []
+        self._field_sizes: list[int] = []
+        self._patterns_by_file: dict[str, _PatternBucket] = {}
+        self._patterns_any = _PatternBucket()
+        self._build_indexes()
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def _resolve(self, entries: list[SkipEntry]) -> tuple[SkipEntry, ...]:
+        by_key: dict[object, SkipEntry] = {}
+        by_test_id: dict[str, SkipEntry] = {}
+        for entry in entries:
+            keys = _selection_keys(entry)
+            for key in keys:
+                earlier = by_key.get(key)
+                if earlier is not None and earlier.layer == entry.layer:
+                    _raise_duplicate(entry, earlier)
+                if earlier is not None:
+                    self.overrides.append(Override(earlier, entry))
+                by_key[key] = entry
+            for test_id in entry.selector.test_ids:
+                by_test_id[test_id] = entry
+        # An entry survives if it still owns at least one of its keys.
+        alive = {id(e) for e in by_key.values()}
+        return tuple(e for e in entries if id(e) in alive)
+
+    def _build_indexes(self) -> None:
+        groups: dict[tuple[str, ...], dict[object, list[SkipEntry]]] = {}
+        for entry in self.entries:
+            selector = entry.selector
+            if selector.test_ids:
+                for test_id in selector.test_ids:
+                    current = self._exact.get(test_id)
+                    if current is None or entry.layer >= current.layer:
+                        self._exact[test_id] = entry
+            elif selector.pattern:
+                file = selector.file or _literal_file(selector.pattern)
+                bucket = self._patterns_by_file.setdefault(file, _PatternBucket()) if file else self._patterns_any
+                bucket.add(entry)
+            else:
+                values = selector.field_values()
+                names = tuple(a for a in _ATTRS if a in values)
+                index = groups.setdefault(names, {})
+                dtypes = values.get("dtype", ("",))
+                for dtype in dtypes:
+                    key = tuple(dtype if a == "dtype" else values[a] for a in names)
+                    index.setdefault(key if len(key) > 1 else key[0], []).append(entry)
+        # Most specific groups first; match() stops at the first group size that hits.
+        for names in sorted(groups, key=len, reverse=True):
+            getter = operator.itemgetter(*(_ATTRS.index(a) for a in names))
+            self._fields.append((getter, groups[names]))
+            self._field_sizes.append(len(names))
+        for bucket in (*self._patterns_by_file.values(), self._patterns_any):
+            bucket.freeze()
+
+    def match(self, identity: TestIdentity) -> SkipEntry | None:
+        """The entry that applies to the test, or None."""
+        exact = self._exact.get(identity.test_id)
+        if exact is not None:
+            return exact
+        values = (
+            identity.file,
+            identity.test_class,
+            identity.template,
+            identity.op,
+            identity.variant,
+            identity.dtype,
+        )
+        best: SkipEntry | None = None
+        best_size = 0
+        for (getter, index), size in zip(self._fields, self._field_sizes, strict=True):
+            if size < best_size:
+                break
+            hits = index.get(getter(values))
+            if hits:
+                for entry in hits:
+                    if best is None or entry.rank > best.rank:
+                        best, best_size = entry, size
+        if best is not None:
+            return best
+        bucket = self._patterns_by_file.get(identity.file)
+        found = bucket.best(identity) if bucket is not None else None
+        other = self._patterns_any.best(identity)
+        if found is None or (other is not None and other.rank > found.rank):
+            return other
+        return found
+
+    def match_all(self, identity: TestIdentity) -> list[SkipEntry]:
+        """Every entry that selects the test, the applying one first."""
+        hits: list[SkipEntry] = []
+        exact = self._exact.get(identity.test_id)
+        if exact is not None:
+            hits.append(exact)
+        values = (
+            identity.file,
+            identity.test_class,
+            identity.template,
+            identity.op,
+            identity.variant,
+            identity.dtype,
+        )
+        for getter, index in self._fields:
+            hits.extend(index.get(getter(values), ()))
+        bucket = self._patterns_by_file.get(identity.file)
+        if bucket is not None:
+            hits.extend(bucket.all(identity))
+        hits.extend(self._patterns_any.all(identity))
+        hits.sort(key=lambda e: e.rank, reverse=True)
+        return hits
+
+    def by_where(self) -> dict[str, SkipEntry]:
+        """Entries keyed by their ``where`` ("path:line"), as records name them."""
+        return {entry.where: entry for entry in self.entries}
+
+
+class _PatternBucket:
+    """Pattern entries tried together: one combined regular expression rejects most tests
+    in a single call, and only a hit is checked entry by entry."""
+
+    def __init__(self) -> None:
+        self.entries: list[SkipEntry] = []
+        self.prefilter: re.Pattern[str] | None = None
+
+    def add(self, entry: SkipEntry) -> None:
+        self.entries.append(entry)
+
+    def freeze(self) -> None:
+        if not self.entries:
+            return
+        self.entries.sort(key=lambda e: e.rank, reverse=True)
+        try:
+            # Groups are renumbered inside the alternation, which breaks back-references.
+            if not any(re.search(r"\\\d|\(\?P=", e.selector.pattern) for e in self.entries):
+                joined = "|".join(f"(?:{e.selector.pattern})" for e in self.entries)
+                self.prefilter = re.compile(joined)
+        except (re.error, RecursionError, OverflowError):
+            self.prefilter = None
+
+    def best(self, identity: TestIdentity) -> SkipEntry | None:
+        if not self.entries:
+            return None
+        if self.prefilter is not None and self.prefilter.fullmatch(identity.test_id) is None:
+            return None
+        return next((e for e in self.entries if e.selector.matches(identity)), None)
+
+    def all(self, identity: TestIdentity) -> list[SkipEntry]:
+        if not self.entries:
+            return []
+        if self.prefilter is not None and self.prefilter.fullmatch(identity.test_id) is None:
+            return []
+        return [e for e in self.entries if e.selector.matches(identity)]
+
+
+def _selection_keys(entry: SkipEntry) -> list[object]:
+    """Keys two entries share exactly when they select some of the same tests by the same
+    means: one per test_id, one per dtype of a structured selector."""
+    selector = entry.selector
+    if selector.test_ids:
+        return [("test_id", test_id) for test_id in selector.test_ids]
+    base = selector.key()
+    return [(*base[:6], dtype, base[7]) for dtype in selector.dtypes or ("",)]
+
+
+def _literal_file(pattern: str) -> str:
+    """The file a pattern is confined to, when it starts with a literal ``file::``."""
+    if "|" in pattern:  # an alternation may leave the file
+        return ""
+    literal = re.match(r"[\w\-/]+(?:\\?\.[\w\-/]+)*::", pattern)
+    if literal is None:
+        return ""
+    file = literal.group(0)[:-2].replace("\\.", ".")
+    # An unescaped "." is "any character": the file is literal only if every dot was escaped.
+    if "." in literal.group(0).replace("\\.", ""):
+        return ""
+    return file
+
+
+def _raise_duplicate(entry: SkipEntry, earlier: SkipEntry) -> None:
+    field = "test_id" if entry.selector.test_ids else ("pattern" if entry.selector.pattern else "selector")
+    same = (earlier.tier, earlier.category) == (entry.tier, entry.category)
+    problem = "duplicates" if same else f"conflicts with (tier {earlier.tier} vs {entry.tier})"
+    raise SkiplistError(
+        f"{entry.selector.describe()} {problem} the entry at line {earlier.line}",
+        file=entry.path,
+        line=entry.line_of(field if field != "selector" else next(iter(_present_keys(entry)), "")),
+        field=field,
+    )
+
+
+def _present_keys(entry: SkipEntry) -> list[str]:
+    return [k for k, a in FIELD_NAMES if a in entry.selector.field_values()]
