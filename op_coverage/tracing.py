@@ -1,0 +1,146 @@
+"""Which ATen overloads a block of code dispatched on the device under test.
+
+What is recorded, precisely: every ATen overload that reaches the ``Python`` dispatch key
+while the block runs (so after autograd and after CompositeImplicitAutograd decompositions:
+``matmul`` shows up as ``mm`` or ``dot``) and that has a tensor argument, a tensor result or
+a ``device=`` argument on the traced device. Kernels that a backend kernel calls internally
+(``sin`` → ``sin.out`` through a CompositeExplicitAutograd default kernel, the CPU ops inside
+a Python lowering) are below the mode and are not recorded; the overload a missing-lowering
+error names is in the run's ``detail`` instead. An op that raises is recorded when its
+arguments name the device (it was dispatched there). Backward ops are recorded too: the
+autograd engine carries the mode into its threads.
+
+How: a ``TorchDispatchMode`` whose handler checks the device only for overloads it has not
+yet recorded; once an overload is recorded, later calls cost one set lookup on top of the
+mode's own dispatch. ``bench/op_coverage.py`` measures the overhead against untraced runs.
+
+Ops that ran on the backend's CPU fallback come from the backend itself
+(``fallback_counts()``), compared before and after the block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from op_coverage.names import normalize_overload, overload_of
+
+__all__ = ["OpTrace", "trace_ops"]
+
+_NOT_TRACED_BY_DEFAULT = ("cpu", "meta")
+
+
+@dataclass
+class OpTrace:
+    """What :func:`trace_ops` saw. Filled in when the block ends (also when it raises)."""
+
+    device_type: str | None
+    ops: list[str] = field(default_factory=list)  # sorted ATen overloads, "aten::add.Tensor"
+    fallback: list[str] = field(default_factory=list)  # sorted overloads that fell back to CPU
+
+
+def _make_mode(device_type: str | None) -> Any:
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    Tensor = torch.Tensor
+    renamed = _known_devices()
+
+    if device_type is None:
+
+        def on_device(value: Any) -> bool:
+            return value.device.type not in _NOT_TRACED_BY_DEFAULT
+
+    else:
+
+        def on_device(value: Any) -> bool:
+            return value.device.type == device_type
+
+    def names_device(values: Any) -> bool:
+        for value in values:
+            if isinstance(value, Tensor):
+                if on_device(value):
+                    return True
+            elif isinstance(value, (list, tuple)):
+                if names_device(value):
+                    return True
+            elif isinstance(value, torch.device):
+                if device_type is None and value.type not in _NOT_TRACED_BY_DEFAULT:
+                    return True
+                if value.type == device_type:
+                    return True
+            elif isinstance(value, str) and value:
+                # device="emu:0" arrives as a string in factory kwargs
+                kind = value.split(":", 1)[0]
+                if kind == device_type or (device_type is None and kind in renamed):
+                    return True
+        return False
+
+    class _Recorder(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: set[Any] = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+            kwargs = kwargs or {}
+            seen = self.seen
+            if func in seen:
+                return func(*args, **kwargs)
+            device_kwarg = kwargs.get("device")
+            if names_device(args) or (
+                kwargs and names_device(kwargs.values() if device_kwarg is None else (device_kwarg,))
+            ):
+                seen.add(func)
+                return func(*args, **kwargs)
+            result = func(*args, **kwargs)
+            if names_device(result if isinstance(result, (list, tuple)) else (result,)):
+                seen.add(func)
+            return result
+
+    return _Recorder()
+
+
+def _known_devices() -> tuple[str, ...]:
+    import torch
+
+    name = torch._C._get_privateuse1_backend_name()
+    return (name,) if name not in _NOT_TRACED_BY_DEFAULT else ()
+
+
+def _fallback_snapshot(counts: Callable[[], Any] | None) -> dict[str, int]:
+    if counts is None:
+        return {}
+    value = counts() or {}
+    if isinstance(value, Mapping):
+        return {str(k): int(v) for k, v in value.items()}
+    return {str(k): 1 for k in value}
+
+
+@contextmanager
+def trace_ops(
+    device_type: str | None = None,
+    *,
+    fallback_counts: Callable[[], Any] | None = None,
+) -> Iterator[OpTrace]:
+    """Record the ATen overloads dispatched on ``device_type`` inside the block.
+
+    ``device_type`` None traces every device but ``cpu`` and ``meta`` (what a PrivateUse1
+    run wants); pass ``"cpu"`` to trace a CPU baseline run. ``fallback_counts`` is the
+    backend's counter (a mapping overload -> count, or a list of overloads); the overloads
+    whose count grew inside the block are reported in ``fallback``. The yielded
+    :class:`OpTrace` is complete when the block has ended, whether or not it raised.
+    """
+    trace = OpTrace(device_type)
+    before = _fallback_snapshot(fallback_counts)
+    mode = _make_mode(device_type)
+    try:
+        with mode:
+            yield trace
+    finally:
+        trace.ops = sorted({overload_of(func) for func in mode.seen if func.namespace == "aten"})
+        after = _fallback_snapshot(fallback_counts)
+        trace.fallback = sorted(
+            normalize_overload(op) for op, count in after.items() if count > before.get(op, 0)
+        )
