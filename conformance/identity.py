@@ -293,13 +293,16 @@ def identity_from_item(item: Any, device_names: Iterable[str]) -> TestIdentity:
         variant = getattr(op_info, "variant_test_name", "") or ""
     elif module_info is not None:
         op = getattr(module_info, "name", "")
+    stem = name[: len(name) - len(tail)]
+    skip_keys = _STRUCTURED_KEYS
+    if module_info is not None and not stem.endswith(("_train_mode", "_eval_mode")):
+        # @modules passes `training` always but names it only for modules whose train
+        # and eval modes differ; a constant is not a parametrization.
+        skip_keys = _STRUCTURED_KEYS | {"training"}
     params = ",".join(
-        f"{key}={_format_value(value)}"
-        for key, value in kwargs.items()
-        if key not in _STRUCTURED_KEYS
+        f"{key}={_format_value(value)}" for key, value in kwargs.items() if key not in skip_keys
     )
     file = nodeid.split("::", 1)[0]
-    stem = name[: len(name) - len(tail)]
     return TestIdentity(
         nodeid=nodeid,
         test_id=f"{file}::{generic}::{stem}" + (f"_{dtype}" if dtype else ""),
