@@ -1,0 +1,156 @@
+"""Finding and describing the backend a run targets, by device type alone.
+
+``cpu`` needs nothing. Any other device type must be registered as the PrivateUse1 backend
+before PyTorch's test modules are imported, by one of (in this order):
+
+1. torch's own autoload: ``import torch`` loads every ``torch.backends`` entry point unless
+   ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``;
+2. the ``torch.backends`` entry points loaded explicitly (when autoload is off);
+3. a module named by the user (``--backend-module``), imported.
+
+What the harness reads from the backend package is optional (docs/architecture.md, "What a
+backend package may offer"): ``__version__``, ``lowerings()``, ``fallback_counts()``,
+``reset_fallback_counts()``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from conformance.errors import ConfigError
+
+__all__ = ["Backend", "load_backend", "registered_backend_name"]
+
+_ENTRY_POINT_GROUP = "torch.backends"
+
+
+@dataclass
+class Backend:
+    """A loaded backend: who it is, and the optional hooks its package offers."""
+
+    name: str  # the device type, as in torch.device(name)
+    module: ModuleType | None  # the backend's package, where known
+    version: str = ""
+    git: str = ""
+    #: Spellings of the device in test class and test names (class suffix PRIVATEUSE1 or name).
+    device_names: tuple[str, ...] = ()
+    lowerings: Callable[[], Any] | None = field(default=None, repr=False)
+    fallback_counts: Callable[[], Any] | None = field(default=None, repr=False)
+    reset_fallback_counts: Callable[[], Any] | None = field(default=None, repr=False)
+
+    def fallback_ops(self) -> list[str]:
+        """The ATen overloads that ran on the CPU fallback since the last reset, sorted."""
+        if self.fallback_counts is None:
+            return []
+        counts = self.fallback_counts()
+        if isinstance(counts, dict):
+            return sorted(op for op, count in counts.items() if count)
+        return sorted(set(counts or ()))
+
+
+def registered_backend_name() -> str:
+    """The name PrivateUse1 is renamed to (``privateuse1`` when no backend renamed it)."""
+    import torch
+
+    return torch._C._get_privateuse1_backend_name()
+
+
+def load_backend(device_type: str, module_name: str | None = None) -> Backend:
+    """Load the backend for ``device_type`` so that its device can be used and its test
+    classes instantiated; ConfigError (naming the device and what was tried) when no
+    installed backend provides it."""
+    import torch
+
+    if not device_type or not device_type.isidentifier():
+        raise ConfigError(f"invalid device type {device_type!r}", where="--device")
+    if device_type == "cpu":
+        return Backend(
+            name="cpu",
+            module=torch,
+            version=torch.__version__,
+            git=torch.version.git_version,
+            device_names=("cpu",),
+        )
+    if device_type in ("cuda", "xpu", "mps", "meta"):
+        raise ConfigError(
+            f"device {device_type!r} is built into torch, not a PrivateUse1 backend",
+            where="--device",
+        )
+
+    package: ModuleType | None = None
+    if module_name:
+        try:
+            package = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ConfigError(
+                f"cannot import {module_name!r}: {exc}", where="--backend-module"
+            ) from exc
+    entry_point = _entry_point_for(device_type, registered=registered_backend_name() == device_type)
+    if registered_backend_name() != device_type and entry_point is not None:
+        # Autoload was off (TORCH_DEVICE_BACKEND_AUTOLOAD=0): load the entry point ourselves.
+        entry_point.load()()
+    if registered_backend_name() != device_type:
+        installed = sorted(
+            ep.name for ep in importlib.metadata.entry_points(group=_ENTRY_POINT_GROUP)
+        )
+        raise ConfigError(
+            f"unknown device {device_type!r}: no installed backend registers it "
+            f"(torch.backends entry points: {', '.join(installed) or 'none'}; "
+            f"PrivateUse1 is named {registered_backend_name()!r}); "
+            "install the backend or name its module with --backend-module",
+            where="--device",
+        )
+    if package is None and entry_point is not None:
+        package = importlib.import_module(entry_point.module)
+    if package is None:
+        package = getattr(torch, device_type, None)
+    return _describe(device_type, package, entry_point)
+
+
+def _entry_point_for(device_type: str, *, registered: bool) -> importlib.metadata.EntryPoint | None:
+    """The ``torch.backends`` entry point that provides ``device_type``: one whose name or
+    module names the device (``emu``, ``torch_npu`` for ``npu``); once the device is known to
+    be registered, also the only one installed."""
+    entry_points: Sequence[importlib.metadata.EntryPoint] = list(
+        importlib.metadata.entry_points(group=_ENTRY_POINT_GROUP)
+    )
+    for entry_point in entry_points:
+        if entry_point.name == device_type:
+            return entry_point
+    for entry_point in entry_points:
+        if device_type in entry_point.name or device_type in entry_point.module.split("."):
+            return entry_point
+    if registered and len(entry_points) == 1:
+        return entry_points[0]
+    return None
+
+
+def _describe(
+    device_type: str,
+    package: ModuleType | None,
+    entry_point: importlib.metadata.EntryPoint | None,
+) -> Backend:
+    version = str(getattr(package, "__version__", "") or "")
+    if not version and entry_point is not None and entry_point.dist is not None:
+        version = entry_point.dist.version
+    git = str(getattr(package, "__git_version__", "") or getattr(package, "git_version", "") or "")
+
+    def optional(name: str) -> Callable[[], Any] | None:
+        hook = getattr(package, name, None)
+        return hook if callable(hook) else None
+
+    return Backend(
+        name=device_type,
+        module=package,
+        version=version,
+        git=git,
+        device_names=(device_type, "privateuse1"),
+        lowerings=optional("lowerings"),
+        fallback_counts=optional("fallback_counts"),
+        reset_fallback_counts=optional("reset_fallback_counts"),
+    )

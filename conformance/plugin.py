@@ -1,0 +1,298 @@
+"""The pytest plugin (entry point ``pytest11: conformance``): a device run, when asked for.
+
+Nothing happens unless ``--device`` is given. Then, before any conftest or test module is
+imported, the backend is loaded and PyTorch is told to instantiate only that device's test
+classes; ``pytest_configure`` registers the stateful parts: the :class:`TestRunAgent` where
+tests run, and the :class:`RunRecorder` in the process that owns the run (never in an xdist
+worker).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.errors import ConformanceError
+
+__all__ = ["BACKEND_KEY", "parse_shard"]
+
+BACKEND_KEY = pytest.StashKey[Any]()
+_ENV_KEY = pytest.StashKey[dict[str, str | None]]()
+
+#: The environment variable through which `conformance run` passes the user's command line.
+COMMAND_ENV = "CONFORMANCE_COMMAND"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # Help texts: lower case, no final period, say what the value is.
+    group = parser.getgroup("conformance", "device conformance run")
+    group.addoption(
+        "--device",
+        dest="conformance_device",
+        metavar="TYPE",
+        help="run the device-generic tests on this device type and record every outcome",
+    )
+    group.addoption(
+        "--backend-module",
+        dest="conformance_backend_module",
+        metavar="MODULE",
+        help="module to import to register the backend (default: torch.backends entry points)",
+    )
+    group.addoption(
+        "--runs-root",
+        dest="conformance_runs_root",
+        default="runs",
+        metavar="DIR",
+        help="folder holding one folder per run (default: runs)",
+    )
+    group.addoption(
+        "--run-id",
+        dest="conformance_run_id",
+        metavar="ID",
+        help="name of this run's folder (default: time, device and a random suffix)",
+    )
+    group.addoption(
+        "--run-dir",
+        dest="conformance_run_dir",
+        metavar="DIR",
+        help="write the run to this folder (instead of --runs-root/--run-id)",
+    )
+    group.addoption(
+        "--suite",
+        dest="conformance_suite",
+        default="",
+        metavar="NAME",
+        help="what the tests are, recorded in the run metadata (upstream:TAG, embedded:smoke...)",
+    )
+    group.addoption(
+        "--skiplist",
+        dest="conformance_skiplists",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="skiplist file to apply (repeatable; default: the backend's own)",
+    )
+    group.addoption(
+        "--no-skiplist",
+        dest="conformance_no_skiplist",
+        action="store_true",
+        help="apply no skiplist",
+    )
+    group.addoption(
+        "--test-timeout",
+        dest="conformance_test_timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop a test after this long and record it as timeout",
+    )
+    group.addoption(
+        "--resume",
+        dest="conformance_resume",
+        metavar="RUN_DIR",
+        help="finish an interrupted run: append to it, skipping what it recorded",
+    )
+    group.addoption(
+        "--trace-ops",
+        dest="conformance_trace_ops",
+        action="store_true",
+        help="record the ATen operators each test dispatches",
+    )
+    group.addoption(
+        "--shard", dest="conformance_shard", metavar="K/N", help="run only shard K of N (1-based)"
+    )
+    group.addoption(
+        "--expected-count",
+        dest="conformance_expected",
+        type=int,
+        default=None,
+        metavar="N",
+        help="number of tests this selection should collect",
+    )
+
+
+def parse_shard(spec: str | None) -> tuple[int, int] | None:
+    """``"2/4"`` -> ``(2, 4)``; UsageError naming the option for anything else."""
+    if not spec:
+        return None
+    index, sep, count = spec.partition("/")
+    if sep and index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count):
+        return int(index), int(count)
+    raise pytest.UsageError(f"--shard: expected K/N with 1 <= K <= N, got {spec!r}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # Conftests and test modules may import common_device_type, which fixes the device
+    # bases when first imported: the backend must be registered before that.
+    device = early_config.known_args_namespace.conformance_device
+    if not device:
+        return
+    from conformance.backends import load_backend
+
+    try:
+        backend = load_backend(device, early_config.known_args_namespace.conformance_backend_module)
+    except ConformanceError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    early_config.stash[BACKEND_KEY] = backend
+    saved = {}
+    for name, value, force in (
+        ("PYTORCH_TESTING_DEVICE_ONLY_FOR", backend.name, True),
+        # OpInfo tests then raise the original exception, which classify() can read.
+        ("PYTORCH_PRINT_REPRO_ON_FAILURE", "0", False),
+    ):
+        saved[name] = os.environ.get(name)
+        if force or name not in os.environ:
+            os.environ[name] = value
+    early_config.stash[_ENV_KEY] = saved
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.option.conformance_device or BACKEND_KEY not in config.stash:
+        return
+    if config.option.collectonly:
+        return
+    from conformance.session import WORKER_RESUME_COUNT, WORKER_RUN_DIR, RunRecorder
+    from conformance.worker import TestRunAgent
+
+    backend = config.stash[BACKEND_KEY]
+    option = config.option
+    shard = parse_shard(option.conformance_shard)
+    timeout_s = option.conformance_test_timeout
+    if timeout_s is not None and timeout_s <= 0:
+        raise pytest.UsageError(
+            f"--test-timeout: expected a positive number of seconds, got {timeout_s}"
+        )
+    if option.conformance_trace_ops:
+        try:
+            import op_coverage.tracing  # noqa: F401
+        except ImportError as exc:
+            raise pytest.UsageError(f"--trace-ops needs op_coverage.tracing: {exc}") from None
+    skiplist = _load_skiplist(config, backend)
+
+    workerinput = getattr(config, "workerinput", None)
+    recorder = None
+    if workerinput is not None:
+        run_dir = Path(workerinput[WORKER_RUN_DIR])
+        already = _first_recorded(run_dir, int(workerinput[WORKER_RESUME_COUNT]))
+    else:
+        writer = _open_writer(config, backend, shard)
+        recorder = RunRecorder(config, backend, writer, timeout_s=timeout_s)
+        config.pluginmanager.register(recorder, "conformance-recorder")
+        run_dir = writer.run_dir
+        already = frozenset(writer.recorded)
+    agent = TestRunAgent(
+        config,
+        backend,
+        run_dir=run_dir,
+        skiplist=skiplist,
+        already_recorded=already,
+        shard=shard,
+        timeout_s=timeout_s,
+        trace_ops=option.conformance_trace_ops,
+        recorder=recorder,
+    )
+    config.pluginmanager.register(agent, "conformance-agent")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # In-process runs (pytester) share os.environ with the caller: put it back.
+    for name, value in config.stash.get(_ENV_KEY, {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def _load_skiplist(config: pytest.Config, backend: Any) -> Any:
+    option = config.option
+    if option.conformance_no_skiplist:
+        return None
+    import torch
+
+    try:
+        import skiplists
+    except ImportError as exc:
+        if option.conformance_skiplists:
+            raise pytest.UsageError(f"--skiplist needs the skiplists package: {exc}") from None
+        return None
+    paths = [Path(p) for p in option.conformance_skiplists]
+    for path in paths:
+        if not path.is_file():
+            raise pytest.UsageError(f"--skiplist: no such file: {path}")
+    if not paths:
+        paths = list(skiplists.default_paths(backend.name, torch.__version__))
+    if not paths:
+        return None
+    try:
+        return skiplists.load(paths, backend=backend.name, torch_version=torch.__version__)
+    except ConformanceError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _first_recorded(run_dir: Path, count: int) -> frozenset[str]:
+    from conformance.store import read_records
+
+    if count <= 0:
+        return frozenset()
+    return frozenset(record["nodeid"] for record in read_records(run_dir)[:count])
+
+
+def _open_writer(config: pytest.Config, backend: Any, shard: tuple[int, int] | None) -> Any:
+    import json
+
+    import torch
+
+    from conformance import __version__
+    from conformance.model import RunMeta
+    from conformance.store import RunWriter, new_run_id, read_meta, utc_now
+
+    option = config.option
+    if option.conformance_resume:
+        run_dir = Path(option.conformance_resume)
+        try:
+            meta = read_meta(run_dir)
+        except ConformanceError as exc:
+            raise pytest.UsageError(f"--resume: {exc}") from None
+        if meta.backend != backend.name:
+            raise pytest.UsageError(
+                f"--resume: {run_dir} is a run on {meta.backend!r}, not {backend.name!r}"
+            )
+        return RunWriter(run_dir, meta)
+
+    if option.conformance_run_dir:
+        run_dir = Path(option.conformance_run_dir)
+    else:
+        run_id = option.conformance_run_id or new_run_id(backend.name)
+        run_dir = Path(option.conformance_runs_root) / run_id
+    if (run_dir / "meta.json").exists():
+        raise pytest.UsageError(f"{run_dir} already holds a run; use --resume to continue it")
+    command = (
+        json.loads(os.environ[COMMAND_ENV])
+        if COMMAND_ENV in os.environ
+        else ["pytest", *config.invocation_params.args]
+    )
+    meta = RunMeta(
+        run_id=run_dir.name,
+        start_time=utc_now(),
+        torch_version=torch.__version__,
+        torch_git=torch.version.git_version,
+        backend=backend.name,
+        backend_version=backend.version,
+        backend_git=backend.git,
+        harness_version=__version__,
+        suite=option.conformance_suite or _suite_from_args(config),
+        shard=f"{shard[0]}/{shard[1]}" if shard else "",
+        host=socket.gethostname(),
+        command=[str(part) for part in command],
+        expected=option.conformance_expected,
+    )
+    return RunWriter(run_dir, meta)
+
+
+def _suite_from_args(config: pytest.Config) -> str:
+    return "tests:" + ",".join(str(p) for p in config.args)

@@ -1,0 +1,151 @@
+"""The controller's side of a device run: one record per test, written as it finishes.
+
+:class:`RunRecorder` lives only in the process that owns the run (the pytest process, or
+the xdist controller), never in an xdist worker. It turns reports into records with
+:class:`~conformance.outcome.OutcomeMerger`, appends them with
+:class:`~conformance.store.RunWriter`, adds the tests the skiplist deselected (shipped by
+workers when they finish), and consolidates the run when the session ends.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.backends import Backend
+from conformance.model import ResultRecord, TestIdentity
+from conformance.outcome import OutcomeMerger
+from conformance.store import RunWriter, utc_now
+from conformance.watchdog import timed_out_nodeids
+from conformance.worker import OUTPUT_COLLECTED, OUTPUT_DESELECTED
+
+__all__ = ["WORKER_RESUME_COUNT", "WORKER_RUN_DIR", "WORKER_RUN_ID", "RunRecorder"]
+
+#: Keys in ``workerinput`` that tell each xdist worker which run it works for.
+WORKER_RUN_DIR = "conformance_run_dir"
+WORKER_RUN_ID = "conformance_run_id"
+WORKER_RESUME_COUNT = "conformance_resume_count"
+
+
+class RunRecorder:
+    """Writes one run folder from the reports of a pytest session."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        backend: Backend,
+        writer: RunWriter,
+        *,
+        timeout_s: float | None,
+    ) -> None:
+        from conformance.classify import classify_failure, classify_skip
+
+        self.config = config
+        self.backend = backend
+        self.writer = writer
+        self.run_dir = writer.run_dir
+        self.run_id = writer.meta.run_id
+        #: Records present when this session started (a resumed run); workers skip them.
+        self.resume_count = len(writer.recorded)
+        self.collected = 0
+        self.written = 0
+        self.merger = OutcomeMerger(
+            run_id=self.run_id,
+            device=backend.name,
+            shard=writer.meta.shard,
+            identity_of=self._parse_identity,
+            classify_failure=classify_failure,
+            classify_skip=classify_skip,
+            timed_out=lambda nodeid: nodeid in timed_out_nodeids(self.run_dir),
+            timeout_s=timeout_s,
+        )
+
+    # -- xdist ----------------------------------------------------------------------------
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[WORKER_RUN_DIR] = str(self.run_dir)
+        node.workerinput[WORKER_RUN_ID] = self.run_id
+        node.workerinput[WORKER_RESUME_COUNT] = self.resume_count
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        # A worker that died sends no output; the workers that finish carry the same lists.
+        output = getattr(node, "workeroutput", None) or {}
+        if OUTPUT_COLLECTED in output:
+            self.add_collection(int(output[OUTPUT_COLLECTED]), output.get(OUTPUT_DESELECTED, ()))
+
+    # -- recording ------------------------------------------------------------------------
+
+    def add_collection(self, collected: int, deselected: Any) -> None:
+        """Note the number of tests collected and record the ones the skiplist deselected."""
+        self.collected = max(self.collected, collected)
+        for entry in deselected:
+            fields = {k: v for k, v in entry.items() if k != "device"}
+            self._write(
+                ResultRecord(
+                    run_id=self.run_id,
+                    device=self.backend.name,
+                    shard=self.writer.meta.shard,
+                    **fields,
+                )
+            )
+
+    def record_timeout(self, nodeid: str) -> None:
+        """Record a test the watchdog is about to stop in this very process (serial run)."""
+        identity = self._parse_identity(nodeid)
+        self._write(
+            ResultRecord(
+                run_id=self.run_id,
+                nodeid=nodeid,
+                test_id=identity.test_id,
+                file=identity.file,
+                test_class=identity.test_class,
+                template=identity.template,
+                op=identity.op,
+                variant=identity.variant,
+                dtype=identity.dtype,
+                params=identity.params,
+                device=self.backend.name,
+                outcome="timeout",
+                category="timeout",
+                message="timed out; the run stopped (resume it to finish)",
+                shard=self.writer.meta.shard,
+            )
+        )
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        record = self.merger.add(report)
+        if record is not None:
+            self._write(record)
+
+    def _write(self, record: ResultRecord) -> None:
+        if self.writer.write(record):
+            self.written += 1
+
+    def _parse_identity(self, nodeid: str) -> TestIdentity:
+        from conformance.identity import parse_nodeid
+
+        return parse_nodeid(nodeid, self.backend.device_names)
+
+    # -- the end ----------------------------------------------------------------------------
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        meta = self.writer.meta
+        self.writer.close(collected=max(self.collected, meta.collected), end_time=utc_now())
+
+    @pytest.hookimpl
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        meta = self.writer.meta
+        terminalreporter.write_sep("-", "conformance")
+        terminalreporter.write_line(
+            f"{self.written} outcomes recorded for {meta.backend} in {Path(self.run_dir)}"
+        )
+        if meta.expected is not None and meta.collected < meta.expected:
+            terminalreporter.write_line(
+                f"collected {meta.collected} tests, expected {meta.expected}", red=True
+            )

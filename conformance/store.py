@@ -1,0 +1,277 @@
+"""The results store: one folder per run, written as tests finish, read by every later stage.
+
+Layout under a runs root::
+
+    <root>/<run_id>/meta.json          RunMeta; ``complete`` turns true when the run ends
+    <root>/<run_id>/outcomes.jsonl     one ResultRecord per line, appended and flushed per test
+    <root>/<run_id>/outcomes.parquet   the same records, consolidated when the run ends
+    <root>/latest                      symlink (or, where links fail, a file) naming the last run
+
+The JSON lines file is the log of record: a run that is killed keeps every line that was
+flushed, and ``--resume`` appends to it. The Parquet file is a consolidated copy, rewritten
+whenever a run (or a resumed run) ends, and removed while a resumed run is going on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from conformance.errors import ConfigError, ConformanceError
+from conformance.model import RECORD_COLUMNS, ResultRecord, RunMeta
+
+if TYPE_CHECKING:
+    import pandas
+    import pyarrow
+
+__all__ = [
+    "JSONL_NAME",
+    "LATEST_NAME",
+    "META_NAME",
+    "PARQUET_NAME",
+    "RunWriter",
+    "list_runs",
+    "new_run_id",
+    "read_meta",
+    "read_records",
+    "read_run",
+    "resolve_run",
+    "utc_now",
+]
+
+META_NAME = "meta.json"
+JSONL_NAME = "outcomes.jsonl"
+PARQUET_NAME = "outcomes.parquet"
+LATEST_NAME = "latest"
+
+_LIST_COLUMNS = ("ops_dispatched", "ops_fallback")
+_FLOAT_COLUMNS = ("duration_s",)
+_INT_COLUMNS = ("rerun",)
+
+
+def utc_now() -> str:
+    """The current time as ISO 8601 in UTC, to the second."""
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+def new_run_id(backend: str) -> str:
+    """A fresh run id that sorts by start time: ``20261129-222030-emu-3f2a``."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{backend}-{secrets.token_hex(2)}"
+
+
+class RunWriter:
+    """Appends records to one run folder; the only code that writes a run.
+
+    Opening a folder that already holds records (a resumed run) keeps them: new records are
+    appended, and a nodeid already recorded is never written again, so a run holds one
+    record per test however often it is resumed.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike[str], meta: RunMeta) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.meta = meta
+        self.recorded: set[str] = {r["nodeid"] for r in _iter_jsonl(self.run_dir / JSONL_NAME)}
+        # Records appended from now on make any earlier consolidation stale.
+        (self.run_dir / PARQUET_NAME).unlink(missing_ok=True)
+        self.meta.complete = False
+        _write_json_atomic(self.run_dir / META_NAME, self.meta.to_dict())
+        self._jsonl = open(self.run_dir / JSONL_NAME, "a", encoding="utf-8")  # noqa: SIM115
+        _point_latest(self.run_dir)
+
+    def write(self, record: ResultRecord) -> bool:
+        """Append one record and flush it; return False (and write nothing) for a nodeid
+        already recorded in this run."""
+        if record.nodeid in self.recorded:
+            return False
+        self.recorded.add(record.nodeid)
+        # One write call per line: a kill between calls can only tear the last line.
+        self._jsonl.write(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
+        self._jsonl.flush()
+        return True
+
+    def close(self, **meta_updates: Any) -> RunMeta:
+        """End the run: consolidate the records into Parquet and finalize ``meta.json``.
+
+        ``meta_updates`` sets RunMeta fields (``collected``, ``end_time``...) first; the
+        end time defaults to now.
+        """
+        if not self._jsonl.closed:
+            self._jsonl.close()
+        for name, value in meta_updates.items():
+            setattr(self.meta, name, value)
+        if not self.meta.end_time:
+            self.meta.end_time = utc_now()
+        records = list(_iter_jsonl(self.run_dir / JSONL_NAME))
+        _write_parquet(self.run_dir / PARQUET_NAME, records)
+        self.meta.complete = True
+        _write_json_atomic(self.run_dir / META_NAME, self.meta.to_dict())
+        return self.meta
+
+    def update_meta(self, **meta_updates: Any) -> None:
+        """Change RunMeta fields while the run goes on (written at once)."""
+        for name, value in meta_updates.items():
+            setattr(self.meta, name, value)
+        _write_json_atomic(self.run_dir / META_NAME, self.meta.to_dict())
+
+
+def read_meta(run_dir: str | os.PathLike[str]) -> RunMeta:
+    """The RunMeta of a run folder; ConfigError naming the folder or file when absent or bad."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ConfigError("no such run folder", where=str(run_dir))
+    path = run_dir / META_NAME
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("not a run folder (no meta.json)", where=str(run_dir)) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"unreadable run metadata: {exc}", where=str(path)) from None
+    if not isinstance(data, dict) or "run_id" not in data:
+        raise ConfigError("run metadata has no run_id", where=str(path))
+    return RunMeta.from_dict(data)
+
+
+def read_records(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every record of a run as dicts: from Parquet when consolidated, else from the JSON
+    lines, where a torn last line (a run killed mid-write) is ignored."""
+    run_dir = Path(run_dir)
+    parquet = run_dir / PARQUET_NAME
+    if parquet.exists():
+        import pyarrow.parquet as pq
+
+        try:
+            return pq.read_table(parquet).to_pylist()
+        except Exception as exc:  # pyarrow raises several types for a damaged file
+            raise ConformanceError(f"{parquet}: unreadable outcomes: {exc}") from None
+    return list(_iter_jsonl(run_dir / JSONL_NAME))
+
+
+def read_run(run_dir: str | os.PathLike[str]) -> tuple[RunMeta, pandas.DataFrame]:
+    """Read a run: its metadata and one DataFrame row per record, columns RECORD_COLUMNS.
+
+    Works on a finished run (Parquet) and on a run still going on or cut off (JSON lines).
+    """
+    import pandas
+
+    meta = read_meta(run_dir)
+    records = read_records(run_dir)
+    frame = pandas.DataFrame.from_records(records, columns=list(RECORD_COLUMNS))
+    for name in _FLOAT_COLUMNS:
+        frame[name] = frame[name].astype("float64")
+    for name in _INT_COLUMNS:
+        frame[name] = frame[name].astype("int64")
+    for name in _LIST_COLUMNS:
+        frame[name] = frame[name].map(list)
+    return meta, frame
+
+
+def list_runs(root: str | os.PathLike[str]) -> list[RunMeta]:
+    """The runs under a runs root, oldest first; folders without ``meta.json`` are ignored."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ConfigError("no such runs folder", where=str(root))
+    runs = []
+    for child in sorted(root.iterdir()):
+        if child.name == LATEST_NAME or not (child / META_NAME).is_file():
+            continue
+        runs.append(read_meta(child))
+    return sorted(runs, key=lambda meta: (meta.start_time, meta.run_id))
+
+
+def resolve_run(ref: str | os.PathLike[str], root: str | os.PathLike[str] = "runs") -> Path:
+    """The folder a run reference names: a path to a run folder, a run id under ``root``,
+    or ``latest``."""
+    path = Path(ref)
+    if (path / META_NAME).is_file():
+        return path
+    root = Path(root)
+    candidate = root / str(ref)
+    if str(ref) == LATEST_NAME:
+        latest = root / LATEST_NAME
+        if latest.is_symlink() or latest.is_dir():
+            candidate = latest.resolve()
+        elif latest.is_file():
+            candidate = root / latest.read_text(encoding="utf-8").strip()
+    if (candidate / META_NAME).is_file():
+        return candidate
+    raise ConfigError(f"no run named {str(ref)!r} (neither a run folder nor a run id under {root})")
+
+
+def _iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    try:
+        handle = open(path, encoding="utf-8")  # noqa: SIM115
+    except FileNotFoundError:
+        return
+    with handle:
+        lines = handle.read().split("\n")
+    # Every complete line ends with "\n", so the last element is "" unless the writer was
+    # killed mid-line: that torn fragment is dropped.
+    torn = lines.pop()
+    del torn
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConformanceError(f"{path}:{number}: corrupt record: {exc}") from None
+        if not isinstance(data, dict) or "nodeid" not in data:
+            raise ConformanceError(f"{path}:{number}: not a result record")
+        yield data
+
+
+def _arrow_schema() -> pyarrow.Schema:
+    import pyarrow as pa
+
+    fields = []
+    for name in RECORD_COLUMNS:
+        if name in _LIST_COLUMNS:
+            kind = pa.list_(pa.string())
+        elif name in _FLOAT_COLUMNS:
+            kind = pa.float64()
+        elif name in _INT_COLUMNS:
+            kind = pa.int64()
+        else:
+            kind = pa.string()
+        fields.append(pa.field(name, kind))
+    return pa.schema(fields)
+
+
+def _write_parquet(path: Path, records: Iterable[dict[str, Any]]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = _arrow_schema()
+    defaults = ResultRecord(run_id="", nodeid="", test_id="", file="").to_dict()
+    columns: dict[str, list[Any]] = {name: [] for name in RECORD_COLUMNS}
+    for record in records:
+        for name in RECORD_COLUMNS:
+            columns[name].append(record.get(name, defaults[name]))
+    table = pa.Table.from_pydict(columns, schema=schema)
+    tmp = path.with_suffix(".parquet.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _point_latest(run_dir: Path) -> None:
+    latest = run_dir.parent / LATEST_NAME
+    tmp = run_dir.parent / f".{LATEST_NAME}.{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    try:
+        tmp.symlink_to(run_dir.name, target_is_directory=True)
+    except OSError:  # file systems without symlinks get a file naming the run
+        tmp.write_text(run_dir.name + "\n", encoding="utf-8")
+    os.replace(tmp, latest)

@@ -1,0 +1,99 @@
+"""A per-test time limit that works on hangs no exception can interrupt.
+
+A hung test may sit in native code, so raising into it (as a signal-based timeout does) is
+not enough. The watchdog is one daemon thread per test process: when a test outlives its
+limit, it calls ``on_expiry(nodeid)`` (which notes the timeout where the controller will
+find it) and ends the process. Under xdist the controller then sees a dead worker, reads
+the note, records ``timeout`` instead of ``crashed``, and starts a new worker.
+
+Notes are JSON lines in ``<run_dir>/timeouts.jsonl``: ``{"nodeid": ..., "pid": ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["TIMEOUT_EXIT_CODE", "TIMEOUT_NOTES", "Watchdog", "note_timeout", "timed_out_nodeids"]
+
+TIMEOUT_NOTES = "timeouts.jsonl"
+#: Exit status of a process the watchdog ended (as timeout(1) uses).
+TIMEOUT_EXIT_CODE = 124
+
+
+def note_timeout(run_dir: Path, nodeid: str) -> None:
+    """Append a timeout note; written with one call and synced so it survives the exit."""
+    line = json.dumps({"nodeid": nodeid, "pid": os.getpid()}) + "\n"
+    fd = os.open(run_dir / TIMEOUT_NOTES, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def timed_out_nodeids(run_dir: Path) -> set[str]:
+    """Nodeids the watchdog stopped in this run folder (a torn last line is ignored)."""
+    try:
+        text = (run_dir / TIMEOUT_NOTES).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return set()
+    found = set()
+    for line in text.split("\n")[:-1]:
+        try:
+            found.add(json.loads(line)["nodeid"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return found
+
+
+class Watchdog:
+    """Ends the process when one test runs longer than ``limit_s`` seconds.
+
+    ``start(nodeid)`` arms it for a test, ``stop()`` disarms it. On expiry, ``on_expiry`` is
+    called from the watchdog thread, then the process exits with TIMEOUT_EXIT_CODE.
+    """
+
+    def __init__(self, limit_s: float, on_expiry: Callable[[str], None]) -> None:
+        if limit_s <= 0:
+            raise ValueError(f"time limit must be positive, got {limit_s}")
+        self.limit_s = limit_s
+        self._on_expiry = on_expiry
+        self._lock = threading.Condition()
+        self._current: tuple[str, float] | None = None
+        self._thread = threading.Thread(
+            target=self._watch, name="conformance-watchdog", daemon=True
+        )
+        self._thread.start()
+
+    def start(self, nodeid: str) -> None:
+        with self._lock:
+            self._current = (nodeid, time.monotonic() + self.limit_s)
+            self._lock.notify()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._current = None
+            self._lock.notify()
+
+    def _watch(self) -> None:
+        while True:
+            with self._lock:
+                while self._current is None:
+                    self._lock.wait()
+                nodeid, deadline = self._current
+                remaining = deadline - time.monotonic()
+                if remaining > 0:
+                    self._lock.wait(remaining)
+                    continue  # re-read: the test may have ended or another started
+            self._expire(nodeid)
+
+    def _expire(self, nodeid: str) -> None:
+        try:
+            self._on_expiry(nodeid)
+        finally:
+            os._exit(TIMEOUT_EXIT_CODE)

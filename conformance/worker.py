@@ -1,0 +1,215 @@
+"""What happens where tests run (the pytest process itself, or each xdist worker).
+
+:class:`TestRunAgent` selects (shard, skiplist, resume), names each test, measures it and
+classifies its failure where the real exception still exists. It writes nothing: its
+findings travel to the controller as ``report.user_properties`` entries:
+
+``test_identity``
+    dict of :class:`~conformance.model.TestIdentity` fields, on every report.
+``skip_entry``, ``skip_category``, ``skip_detail``
+    set by the skiplist pass on tests an entry applies to.
+``failure``
+    ``{"when", "category", "detail"}`` from the exception of the phase that raised it.
+``ops_dispatched``, ``ops_fallback``
+    the ATen overloads the call dispatched (``--trace-ops``) and ran on the CPU fallback.
+
+Tests removed by the skiplist's deselect tier are kept as ``deselected`` entries for the
+controller: directly in a serial run, through ``config.workeroutput`` under xdist.
+"""
+
+from __future__ import annotations
+
+import unittest
+import zlib
+from collections.abc import Generator
+from contextlib import nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from conformance.backends import Backend
+from conformance.model import TestIdentity
+from conformance.watchdog import Watchdog, note_timeout
+
+if TYPE_CHECKING:
+    from conformance.session import RunRecorder
+
+__all__ = ["TestRunAgent", "in_shard"]
+
+#: Keys in ``config.workeroutput`` read by the controller when a worker finishes.
+OUTPUT_DESELECTED = "conformance_deselected"
+OUTPUT_COLLECTED = "conformance_collected"
+
+
+def in_shard(nodeid: str, shard: tuple[int, int] | None) -> bool:
+    """Whether a test belongs to shard ``k`` of ``N`` (1-based); stable across processes."""
+    if shard is None:
+        return True
+    index, count = shard
+    return zlib.crc32(nodeid.encode("utf-8")) % count == index - 1
+
+
+class TestRunAgent:
+    """Registered in every process that collects and runs tests during a device run."""
+
+    __test__ = False
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        backend: Backend,
+        *,
+        run_dir: Path,
+        skiplist: Any,
+        already_recorded: frozenset[str],
+        shard: tuple[int, int] | None,
+        timeout_s: float | None,
+        trace_ops: bool,
+        recorder: RunRecorder | None = None,
+    ) -> None:
+        self.config = config
+        self.backend = backend
+        self.run_dir = run_dir
+        self.skiplist = skiplist
+        self.already_recorded = already_recorded
+        self.shard = shard
+        self.trace_ops = trace_ops
+        self.recorder = recorder  # set in a serial run, where this process also records
+        self.collected = 0
+        self.deselected: list[dict[str, Any]] = []
+        self.watchdog = Watchdog(timeout_s, self._on_timeout) if timeout_s else None
+
+    # -- collection ---------------------------------------------------------------------
+
+    @pytest.hookimpl(trylast=True)  # after -k/-m/--deselect: those choose what the user runs
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        from conformance.identity import identity_from_item
+
+        removed: list[pytest.Item] = [i for i in items if not in_shard(i.nodeid, self.shard)]
+        items[:] = [i for i in items if in_shard(i.nodeid, self.shard)]
+        self.collected = len(items)
+        identities = {
+            item.nodeid: identity_from_item(item, self.backend.device_names) for item in items
+        }
+
+        skiplisted: list[pytest.Item] = []
+        if self.skiplist is not None:
+            import skiplists
+
+            skiplisted = list(skiplists.apply_to_items(items, self.skiplist, identities))
+            for item in skiplisted:
+                if item.nodeid not in self.already_recorded:
+                    self.deselected.append(self._deselected_entry(item, identities[item.nodeid]))
+        resumed = [i for i in items if i.nodeid in self.already_recorded]
+        dropped = {id(i) for i in (*skiplisted, *resumed)}
+        removed += [i for i in items if id(i) in dropped]
+        items[:] = [i for i in items if id(i) not in dropped]
+        for item in items:
+            item.user_properties.append(("test_identity", _fields(identities[item.nodeid])))
+        if removed:
+            config.hook.pytest_deselected(items=removed)
+        if self.recorder is not None:
+            self.recorder.add_collection(self.collected, self.deselected)
+
+    def _deselected_entry(self, item: pytest.Item, identity: TestIdentity) -> dict[str, Any]:
+        entry = self.skiplist.match(identity)
+        return {
+            **_fields(identity),
+            "outcome": "deselected",
+            "category": entry.category if entry else "",
+            "detail": entry.detail if entry else "",
+            "skip_entry": entry.where if entry else "",
+            "message": entry.reason if entry else "",
+        }
+
+    @pytest.hookimpl
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        output = getattr(self.config, "workeroutput", None)
+        if output is not None:
+            output[OUTPUT_COLLECTED] = self.collected
+            output[OUTPUT_DESELECTED] = self.deselected
+
+    # -- running ------------------------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
+        if self.watchdog is None:
+            return (yield)
+        self.watchdog.start(item.nodeid)
+        try:
+            return (yield)
+        finally:
+            self.watchdog.stop()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        backend = self.backend
+        if not self.trace_ops and backend.fallback_counts is None:
+            return (yield)
+        if backend.reset_fallback_counts is not None:
+            backend.reset_fallback_counts()
+        tracer = _trace_ops() if self.trace_ops else nullcontext()
+        trace = None
+        try:
+            with tracer as trace:
+                return (yield)
+        finally:
+            if self.trace_ops and trace is not None:
+                item.user_properties.append(("ops_dispatched", list(trace.ops)))
+            fallback = backend.fallback_ops()
+            if fallback:
+                item.user_properties.append(("ops_fallback", fallback))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        excinfo = call.excinfo
+        if excinfo is not None and not excinfo.errisinstance(
+            (pytest.skip.Exception, unittest.SkipTest)
+        ):
+            category, detail = _classify(excinfo.value)
+            report.user_properties.append(
+                ("failure", {"when": call.when, "category": category, "detail": detail})
+            )
+        return report
+
+    def _on_timeout(self, nodeid: str) -> None:
+        note_timeout(self.run_dir, nodeid)
+        if self.recorder is not None:  # serial run: no controller will outlive this process
+            self.recorder.record_timeout(nodeid)
+
+
+def _classify(exc: BaseException) -> tuple[str, str]:
+    from conformance.classify import classify_failure
+
+    # unittest's expectedFailure reaches pytest as an empty xfail(): upstream declared it.
+    if isinstance(exc, pytest.xfail.Exception) and not getattr(exc, "msg", ""):
+        return "known_bug", "upstream expectedFailure"
+    text = f"{type(exc).__name__}: {exc}"
+    return classify_failure(exc, text)
+
+
+def _trace_ops() -> Any:
+    from op_coverage.tracing import trace_ops
+
+    return trace_ops()
+
+
+def _fields(identity: TestIdentity) -> dict[str, str]:
+    return {
+        "nodeid": identity.nodeid,
+        "test_id": identity.test_id,
+        "file": identity.file,
+        "test_class": identity.test_class,
+        "template": identity.template,
+        "op": identity.op,
+        "variant": identity.variant,
+        "dtype": identity.dtype,
+        "params": identity.params,
+        "device": identity.device,
+    }
