@@ -41,7 +41,8 @@ STATUSES = ("native", "composite", "fallback", "missing")
 _LINE = re.compile(
     r"^(?P<key>\w+): (?P<fallthrough>fallthrough )?registered at (?P<source>.*?) \[(?P<marker>[^\]]+)\]\s*$"
 )
-_PY_SOURCE = re.compile(r"\.py:\d+$")
+# C++ registrations carry __FILE__; anything else was registered from Python.
+_CPP_SOURCE = re.compile(r"\.(cpp|cc|cxx|c|h|hpp|cu|mm):\d+$")
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def _classify(overload: str, line: str | None, key: str) -> DispatchEntry:
         # A fallthrough skips the key: the dispatcher goes on to a key that has nothing.
         return DispatchEntry(overload, "missing", "", source)
     if marker == "kernel":
-        kind = "python" if _PY_SOURCE.search(source) else "native"
+        kind = "native" if _CPP_SOURCE.search(source) else "python"
         return DispatchEntry(overload, "native", kind, source)
     if marker == "math kernel":
         return DispatchEntry(overload, "composite", "CompositeImplicitAutograd", source)
