@@ -1,0 +1,207 @@
+"""``torch.emu``: the device module of the emu backend.
+
+Registered with ``torch._register_device_module("emu", ...)``; it mirrors the
+parts of ``torch.cuda`` that torch's generic code and device-generic tests
+call: device selection, synchronization, seeding, RNG state and memory
+statistics.  Execution on emu is synchronous, so ``synchronize`` only
+validates its argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+__all__ = [
+    "current_device",
+    "device",
+    "device_count",
+    "get_amp_supported_dtype",
+    "get_rng_state",
+    "get_rng_state_all",
+    "initial_seed",
+    "is_available",
+    "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
+    "max_memory_allocated",
+    "memory_allocated",
+    "memory_stats",
+    "reset_peak_memory_stats",
+    "seed",
+    "seed_all",
+    "set_device",
+    "set_rng_state",
+    "set_rng_state_all",
+    "synchronize",
+]
+
+_ops = torch.ops.emu
+
+
+def _index(device: Any = None) -> int:
+    """Normalize None / int / "emu:1" / torch.device to a checked device index."""
+    if device is None:
+        return current_device()
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "emu":
+            raise ValueError(f"expected an emu device, got {device}")
+        return current_device() if device.index is None else _checked(device.index)
+    if isinstance(device, int) and not isinstance(device, bool):
+        return _checked(device)
+    raise TypeError(f"expected an emu device index, string or torch.device, got {device!r}")
+
+
+def _checked(index: int) -> int:
+    count = device_count()
+    if not 0 <= index < count:
+        raise ValueError(
+            f"emu device index {index} is out of range: this process has {count} emu devices "
+            "(set EMU_DEVICE_COUNT to change it)"
+        )
+    return index
+
+
+def is_available() -> bool:
+    """Always True once torch_emu is imported: emu runs on host memory."""
+    return True
+
+
+def is_initialized() -> bool:
+    """Always True: the native core initializes when it is loaded."""
+    return True
+
+
+def _lazy_init() -> None:
+    """Nothing to do; present because torch's generic code calls it on device modules."""
+
+
+def _is_in_bad_fork() -> bool:
+    """emu keeps no state that a fork could corrupt."""
+    return False
+
+
+def device_count() -> int:
+    """Number of emu devices in this process (EMU_DEVICE_COUNT, default 2)."""
+    return int(_ops.device_count())
+
+
+def current_device() -> int:
+    """Index of the current emu device of this thread."""
+    return int(_ops.current_device())
+
+
+def set_device(device: Any) -> None:
+    """Make ``device`` the current emu device of this thread."""
+    _ops.set_device(_index(device))
+
+
+class device:
+    """Context manager that makes ``device`` current and restores the previous one on exit."""
+
+    def __init__(self, device: Any) -> None:
+        self.index = -1 if device is None else _index(device)
+        self.previous = -1
+
+    def __enter__(self) -> None:
+        self.previous = current_device()
+        if self.index >= 0:
+            _ops.set_device(self.index)
+
+    def __exit__(self, *exc_info: object) -> bool:
+        _ops.set_device(self.previous)
+        return False
+
+
+def synchronize(device: Any = None) -> None:
+    """Wait for all work on ``device``: a no-op, because emu executes synchronously."""
+    _index(device)
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the default generator of the current emu device."""
+    _ops.manual_seed(current_device(), int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    """Seed the default generators of all emu devices (``torch.manual_seed`` calls this)."""
+    for index in range(device_count()):
+        _ops.manual_seed(index, int(seed))
+
+
+def seed() -> int:
+    """Seed the current device's generator non-deterministically; return the seed."""
+    return int(_ops.seed(current_device()))
+
+
+def seed_all() -> None:
+    """Seed every device's generator with one non-deterministic seed."""
+    manual_seed_all(int(_ops.seed(0)))
+
+
+def initial_seed() -> int:
+    """The seed of the current device's default generator."""
+    return int(_ops.initial_seed(current_device()))
+
+
+def get_rng_state(device: Any = None) -> torch.Tensor:
+    """The state of a device's default generator as a CPU ByteTensor."""
+    return _ops.get_rng_state(_index(device))
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = None) -> None:
+    """Restore a state returned by :func:`get_rng_state`."""
+    if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8:
+        raise TypeError("set_rng_state: expected a torch.uint8 tensor from get_rng_state()")
+    _ops.set_rng_state(_index(device), new_state.cpu())
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    """The states of all devices' default generators."""
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states: Iterable[torch.Tensor]) -> None:
+    """Restore the states returned by :func:`get_rng_state_all`."""
+    for index, state in enumerate(new_states):
+        set_rng_state(state, index)
+
+
+def memory_stats(device: Any = None) -> dict[str, int]:
+    """Allocator statistics of a device, with CUDA-style key names."""
+    values = _ops.memory_stats(_index(device))
+    keys = (
+        "allocated_bytes.all.current",
+        "allocated_bytes.all.peak",
+        "allocated_bytes.all.allocated",
+        "allocated_bytes.all.freed",
+        "allocation.all.current",
+        "allocation.all.peak",
+        "allocation.all.allocated",
+        "allocation.all.freed",
+    )
+    return dict(zip(keys, (int(v) for v in values), strict=True))
+
+
+def memory_allocated(device: Any = None) -> int:
+    """Bytes currently allocated on a device by live tensors and storages."""
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device: Any = None) -> int:
+    """Peak of :func:`memory_allocated` since start or the last peak reset."""
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    """Restart peak tracking from the current allocation level."""
+    _ops.reset_peak_memory_stats(_index(device))
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """Low-precision dtypes ``torch.autocast(device_type="emu")`` may use."""
+    return [torch.float16, torch.bfloat16]

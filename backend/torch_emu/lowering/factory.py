@@ -1,0 +1,29 @@
+"""Factories and random fills: ranges, eye, and every random op, drawn from the emu generator.
+
+``empty``/``empty_strided`` live in the native core; ``zeros``, ``full``,
+``ones`` and friends are composites of empty and the fills in shape.py.
+"""
+
+from __future__ import annotations
+
+from torch_emu.lowering.registry import lower
+
+lower("aten::arange.out", "aten::arange.start_out")
+lower("aten::linspace.out", "aten::linspace.Tensor_Tensor_out")
+lower("aten::linspace.Tensor_Scalar_out", "aten::linspace.Scalar_Tensor_out")
+lower("aten::logspace.out")
+lower("aten::eye.out", "aten::eye.m_out")
+
+# Random ops: the derived kernel swaps the Generator argument (or the device's
+# default generator) for a CPU generator with the same state and writes the
+# advanced state back.
+lower("aten::normal_", "aten::normal.Tensor_float", "aten::normal.float_Tensor")
+lower("aten::normal.Tensor_Tensor", "aten::normal.Tensor_float_out", "aten::normal.float_Tensor_out")
+lower("aten::normal.Tensor_Tensor_out", "aten::normal.float_float_out")
+lower("aten::uniform_")
+lower("aten::random_", "aten::random_.from", "aten::random_.to")
+lower("aten::bernoulli", "aten::bernoulli.out", "aten::bernoulli.p")
+lower("aten::bernoulli_.Tensor", "aten::bernoulli_.float")
+lower("aten::exponential_")
+lower("aten::randperm.generator_out")
+lower("aten::multinomial", "aten::multinomial.out")

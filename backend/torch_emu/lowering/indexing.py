@@ -1,0 +1,27 @@
+"""Indexing: advanced indexing, index_put_, gather/scatter, index_select, masks, nonzero."""
+
+from __future__ import annotations
+
+from torch_emu.lowering.registry import lower
+
+lower("aten::index.Tensor", "aten::index.Tensor_out")
+lower("aten::index_put", "aten::index_put_", "aten::_index_put_impl_")
+lower("aten::gather", "aten::gather.out")
+lower("aten::scatter.value", "aten::scatter.src", "aten::scatter.reduce", "aten::scatter.value_reduce")
+lower("aten::scatter.src_out", "aten::scatter.value_out", "aten::scatter.reduce_out")
+lower("aten::scatter.value_reduce_out", "aten::scatter_.src", "aten::scatter_.value")
+lower("aten::scatter_.reduce", "aten::scatter_.value_reduce")
+lower("aten::scatter_add", "aten::scatter_add.out", "aten::scatter_add_")
+lower("aten::scatter_reduce.two", "aten::scatter_reduce.two_out", "aten::scatter_reduce_.two")
+lower("aten::index_select", "aten::index_select.out")
+lower("aten::index_add", "aten::index_add.out", "aten::index_add_")
+lower("aten::index_copy", "aten::index_copy.out", "aten::index_copy_")
+lower("aten::index_fill.int_Tensor", "aten::index_fill.int_Scalar")
+lower("aten::index_fill_.int_Tensor", "aten::index_fill_.int_Scalar")
+lower("aten::masked_fill.Scalar", "aten::masked_fill.Tensor")
+lower("aten::masked_fill_.Scalar", "aten::masked_fill_.Tensor")
+lower("aten::masked_select", "aten::masked_select.out")
+lower("aten::masked_scatter", "aten::masked_scatter_")
+lower("aten::take", "aten::take.out")
+lower("aten::put", "aten::put_")
+lower("aten::nonzero", "aten::nonzero.out")

@@ -1,0 +1,83 @@
+"""Neural-network ops and their backward ops: softmax, activations, layer/batch norm,
+convolution, pooling, embedding, losses and dropout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from torch_emu import plants
+from torch_emu.lowering.kernels import device_generator_state, on_device
+from torch_emu.lowering.registry import lower, lowering
+
+lower("aten::_softmax", "aten::_softmax.out")
+lower("aten::_log_softmax", "aten::_log_softmax.out")
+lower("aten::_softmax_backward_data", "aten::_softmax_backward_data.out")
+lower("aten::_log_softmax_backward_data", "aten::_log_softmax_backward_data.out")
+
+lower("aten::relu", "aten::relu_")
+lower("aten::threshold_backward", "aten::threshold_backward.grad_input")
+lower("aten::gelu", "aten::gelu.out", "aten::gelu_")
+lower("aten::gelu_backward", "aten::gelu_backward.grad_input")
+lower("aten::silu", "aten::silu.out", "aten::silu_")
+lower("aten::silu_backward.grad_input")
+lower("aten::tanh_backward", "aten::tanh_backward.grad_input", **plants.hooks("wrong_grad"))
+lower("aten::sigmoid_backward", "aten::sigmoid_backward.grad_input")
+lower("aten::leaky_relu", "aten::leaky_relu.out", "aten::leaky_relu_")
+lower("aten::leaky_relu_backward", "aten::leaky_relu_backward.grad_input")
+lower("aten::hardtanh", "aten::hardtanh.out", "aten::hardtanh_")
+lower("aten::hardtanh_backward", "aten::hardtanh_backward.grad_input")
+lower("aten::elu", "aten::elu.out", "aten::elu_")
+lower("aten::elu_backward", "aten::elu_backward.grad_input")
+lower("aten::softplus", "aten::softplus.out")
+lower("aten::softplus_backward", "aten::softplus_backward.grad_input")
+
+lower("aten::native_layer_norm", "aten::native_layer_norm_backward")
+lower("aten::native_batch_norm", "aten::native_batch_norm.out")
+lower("aten::native_batch_norm_backward")
+lower("aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit.no_stats")
+lower("aten::_native_batch_norm_legit_no_training")
+
+# convolution is CompositeExplicitAutograd, but its composite routes unknown
+# backends to convolution_overrideable; lowering it directly runs the CPU one.
+lower("aten::convolution", "aten::convolution_backward")
+lower("aten::max_pool2d_with_indices", "aten::max_pool2d_with_indices.out")
+lower("aten::max_pool2d_with_indices_backward", "aten::max_pool2d_with_indices_backward.grad_input")
+lower("aten::avg_pool2d", "aten::avg_pool2d.out")
+lower("aten::avg_pool2d_backward", "aten::avg_pool2d_backward.grad_input")
+lower("aten::_adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d_backward")
+
+lower("aten::embedding", "aten::embedding_dense_backward")
+lower("aten::nll_loss_forward", "aten::nll_loss_forward.output")
+lower("aten::nll_loss_backward", "aten::nll_loss_backward.grad_input")
+lower("aten::nll_loss2d_forward", "aten::nll_loss2d_forward.output")
+lower("aten::nll_loss2d_backward", "aten::nll_loss2d_backward.grad_input")
+lower("aten::mse_loss", "aten::mse_loss.out")
+lower("aten::mse_loss_backward", "aten::mse_loss_backward.grad_input")
+lower("aten::binary_cross_entropy", "aten::binary_cross_entropy.out")
+lower("aten::binary_cross_entropy_backward", "aten::binary_cross_entropy_backward.grad_input")
+lower("aten::smooth_l1_loss", "aten::smooth_l1_loss.out")
+lower("aten::smooth_l1_loss_backward", "aten::smooth_l1_loss_backward.grad_input")
+
+lower("aten::native_dropout_backward")
+
+
+@lowering("aten::native_dropout")
+def native_dropout(input: torch.Tensor, p: float, train: bool | None) -> Any:
+    # The CPU kernel draws its mask from the CPU default generator, which has
+    # no argument to swap: lend it the emu generator's state for the call.
+    device = input.device.index
+    alias = torch.ops.emu.cpu_aliases.default([input])[0]
+    device_gen, write_back = device_generator_state(None, device)
+    saved = torch.default_generator.get_state()
+    torch.default_generator.set_state(device_gen.get_state())
+    try:
+        result = torch.ops.aten.native_dropout.default(alias, p, train)
+        device_gen.set_state(torch.default_generator.get_state())
+    finally:
+        torch.default_generator.set_state(saved)
+    write_back()
+    return on_device(result, device)
+
+

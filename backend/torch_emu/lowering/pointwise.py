@@ -1,0 +1,175 @@
+"""Pointwise lowerings: unary math, binary arithmetic, comparisons, logic, where, clamp.
+
+Structured ops reach the backend through their ``.out`` overload even when
+called functionally or in place, but the functional and in-place overloads
+are lowered too, so that each call is a single kernel.  The ops that carry a
+planted bug (exp, sin.out, cos, tanh_backward, bitwise_not) are lowered here
+correctly; ``plants.py`` only adds hooks when EMU_PLANT asks for them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from torch_emu import plants
+from torch_emu.lowering.kernels import derived_kernel, on_device
+from torch_emu.lowering.registry import lower, lowering, resolve
+
+# Unary math.
+lower("aten::abs", "aten::abs.out", "aten::abs_")
+lower("aten::neg", "aten::neg.out", "aten::neg_")
+lower("aten::exp", "aten::exp.out", "aten::exp_", **plants.hooks("wrong_result"))
+lower("aten::exp2", "aten::exp2.out", "aten::exp2_")
+lower("aten::expm1", "aten::expm1.out", "aten::expm1_")
+lower("aten::log", "aten::log.out", "aten::log_")
+lower("aten::log2", "aten::log2.out", "aten::log2_")
+lower("aten::log10", "aten::log10.out", "aten::log10_")
+lower("aten::log1p", "aten::log1p.out", "aten::log1p_")
+lower("aten::sqrt", "aten::sqrt.out", "aten::sqrt_")
+lower("aten::rsqrt", "aten::rsqrt.out", "aten::rsqrt_")
+lower("aten::sin", "aten::sin_")
+lower("aten::cos", "aten::cos.out", **plants.hooks("noncontiguous"))
+lower("aten::cos_")
+lower("aten::tan", "aten::tan.out", "aten::tan_")
+lower("aten::tanh", "aten::tanh.out", "aten::tanh_")
+lower("aten::sinh", "aten::sinh.out", "aten::sinh_")
+lower("aten::cosh", "aten::cosh.out", "aten::cosh_")
+lower("aten::asin", "aten::asin.out", "aten::asin_")
+lower("aten::acos", "aten::acos.out", "aten::acos_")
+lower("aten::atan", "aten::atan.out", "aten::atan_")
+lower("aten::sigmoid", "aten::sigmoid.out", "aten::sigmoid_")
+lower("aten::erf", "aten::erf.out", "aten::erf_")
+lower("aten::erfc", "aten::erfc.out", "aten::erfc_")
+lower("aten::erfinv", "aten::erfinv.out", "aten::erfinv_")
+lower("aten::floor", "aten::floor.out", "aten::floor_")
+lower("aten::ceil", "aten::ceil.out", "aten::ceil_")
+lower("aten::round", "aten::round.decimals", "aten::round.out", "aten::round.decimals_out")
+lower("aten::round_", "aten::round_.decimals")
+lower("aten::trunc", "aten::trunc.out", "aten::trunc_")
+lower("aten::frac", "aten::frac.out", "aten::frac_")
+lower("aten::sign", "aten::sign.out", "aten::sign_")
+lower("aten::sgn", "aten::sgn.out", "aten::sgn_")
+lower("aten::reciprocal", "aten::reciprocal.out", "aten::reciprocal_")
+lower("aten::signbit", "aten::signbit.out")
+lower("aten::nan_to_num", "aten::nan_to_num.out", "aten::nan_to_num_")
+lower("aten::isnan", "aten::isnan.out")
+lower("aten::isinf", "aten::isinf.out")
+lower("aten::isposinf", "aten::isposinf.out")
+lower("aten::isneginf", "aten::isneginf.out")
+lower("aten::logical_not", "aten::logical_not.out", "aten::logical_not_")
+lower("aten::bitwise_not_")
+
+# Binary arithmetic.
+lower("aten::add.Tensor", "aten::add.Scalar", "aten::add.out", "aten::add.Scalar_out")
+lower("aten::add_.Tensor", "aten::add_.Scalar")
+lower("aten::sub.Tensor", "aten::sub.Scalar", "aten::sub.out", "aten::sub.Scalar_out")
+lower("aten::sub_.Tensor", "aten::sub_.Scalar")
+lower("aten::mul.Tensor", "aten::mul.Scalar", "aten::mul.out", "aten::mul.Scalar_out")
+lower("aten::mul_.Tensor", "aten::mul_.Scalar")
+lower("aten::div.Tensor", "aten::div.Scalar", "aten::div.Tensor_mode", "aten::div.Scalar_mode")
+lower("aten::div.out", "aten::div.out_mode", "aten::div.Scalar_out", "aten::div.Scalar_mode_out")
+lower("aten::div_.Tensor", "aten::div_.Tensor_mode", "aten::div_.Scalar", "aten::div_.Scalar_mode")
+lower("aten::remainder.Tensor", "aten::remainder.Scalar", "aten::remainder.Scalar_Tensor")
+lower("aten::remainder.Tensor_out", "aten::remainder.Scalar_out", "aten::remainder.Scalar_Tensor_out")
+lower("aten::remainder_.Tensor", "aten::remainder_.Scalar")
+lower("aten::fmod.Tensor", "aten::fmod.Scalar", "aten::fmod.Tensor_out", "aten::fmod.Scalar_out")
+lower("aten::fmod_.Tensor", "aten::fmod_.Scalar")
+lower("aten::floor_divide", "aten::floor_divide.Scalar", "aten::floor_divide.out")
+lower("aten::floor_divide.Scalar_out", "aten::floor_divide_.Tensor", "aten::floor_divide_.Scalar")
+lower("aten::pow.Tensor_Tensor", "aten::pow.Tensor_Scalar", "aten::pow.Scalar")
+lower("aten::pow.Tensor_Tensor_out", "aten::pow.Scalar_out", "aten::pow.Tensor_Scalar_out")
+lower("aten::pow_.Scalar", "aten::pow_.Tensor")
+lower("aten::atan2", "aten::atan2.out", "aten::atan2_")
+lower("aten::hypot", "aten::hypot.out", "aten::hypot_")
+lower("aten::copysign.Tensor", "aten::copysign.Scalar", "aten::copysign.out")
+lower("aten::copysign.Scalar_out", "aten::copysign_.Tensor", "aten::copysign_.Scalar")
+lower("aten::xlogy.Tensor", "aten::xlogy.Scalar_Other", "aten::xlogy.Scalar_Self")
+lower("aten::xlogy.OutTensor", "aten::xlogy.OutScalar_Self", "aten::xlogy.OutScalar_Other")
+lower("aten::xlogy_.Tensor", "aten::xlogy_.Scalar_Other")
+lower("aten::maximum", "aten::maximum.out")
+lower("aten::minimum", "aten::minimum.out")
+lower("aten::fmax", "aten::fmax.out")
+lower("aten::fmin", "aten::fmin.out")
+lower("aten::lerp.Scalar", "aten::lerp.Tensor", "aten::lerp.Scalar_out", "aten::lerp.Tensor_out")
+lower("aten::lerp_.Scalar", "aten::lerp_.Tensor")
+lower("aten::addcmul", "aten::addcmul.out", "aten::addcmul_")
+lower("aten::addcdiv", "aten::addcdiv.out", "aten::addcdiv_")
+lower("aten::heaviside", "aten::heaviside.out", "aten::heaviside_")
+
+# Comparisons.
+lower("aten::eq.Tensor", "aten::eq.Scalar", "aten::eq.Scalar_out", "aten::eq.Tensor_out")
+lower("aten::ne.Tensor", "aten::ne.Scalar", "aten::ne.Scalar_out", "aten::ne.Tensor_out")
+lower("aten::lt.Tensor", "aten::lt.Scalar", "aten::lt.Scalar_out", "aten::lt.Tensor_out")
+lower("aten::le.Tensor", "aten::le.Scalar", "aten::le.Scalar_out", "aten::le.Tensor_out")
+lower("aten::gt.Tensor", "aten::gt.Scalar", "aten::gt.Scalar_out", "aten::gt.Tensor_out")
+lower("aten::ge.Tensor", "aten::ge.Scalar", "aten::ge.Scalar_out", "aten::ge.Tensor_out")
+lower("aten::eq_.Scalar", "aten::eq_.Tensor", "aten::ne_.Scalar", "aten::ne_.Tensor")
+lower("aten::lt_.Scalar", "aten::lt_.Tensor", "aten::le_.Scalar", "aten::le_.Tensor")
+lower("aten::gt_.Scalar", "aten::gt_.Tensor", "aten::ge_.Scalar", "aten::ge_.Tensor")
+lower("aten::equal")
+
+# Logic and bitwise.
+lower("aten::logical_and", "aten::logical_and.out", "aten::logical_and_")
+lower("aten::logical_or", "aten::logical_or.out", "aten::logical_or_")
+lower("aten::logical_xor", "aten::logical_xor.out", "aten::logical_xor_")
+lower("aten::bitwise_and.Tensor", "aten::bitwise_and.Scalar", "aten::bitwise_and.Scalar_Tensor")
+lower("aten::bitwise_and.Tensor_out", "aten::bitwise_and.Scalar_out")
+lower("aten::bitwise_and.Scalar_Tensor_out", "aten::bitwise_and_.Tensor", "aten::bitwise_and_.Scalar")
+lower("aten::bitwise_or.Tensor", "aten::bitwise_or.Scalar", "aten::bitwise_or.Scalar_Tensor")
+lower("aten::bitwise_or.Tensor_out", "aten::bitwise_or.Scalar_out")
+lower("aten::bitwise_or.Scalar_Tensor_out", "aten::bitwise_or_.Tensor", "aten::bitwise_or_.Scalar")
+lower("aten::bitwise_xor.Tensor", "aten::bitwise_xor.Scalar", "aten::bitwise_xor.Scalar_Tensor")
+lower("aten::bitwise_xor.Tensor_out", "aten::bitwise_xor.Scalar_out")
+lower("aten::bitwise_xor.Scalar_Tensor_out", "aten::bitwise_xor_.Tensor", "aten::bitwise_xor_.Scalar")
+
+# Selection and clamping.
+lower("aten::where.self", "aten::where.self_out")
+lower("aten::clamp", "aten::clamp.Tensor", "aten::clamp.out", "aten::clamp.Tensor_out")
+lower("aten::clamp_", "aten::clamp_.Tensor")
+lower("aten::clamp_min", "aten::clamp_min.Tensor", "aten::clamp_min.out", "aten::clamp_min.Tensor_out")
+lower("aten::clamp_min_", "aten::clamp_min_.Tensor")
+lower("aten::clamp_max", "aten::clamp_max.Tensor", "aten::clamp_max.out", "aten::clamp_max.Tensor_out")
+lower("aten::clamp_max_", "aten::clamp_max_.Tensor")
+
+# The two lowerings below are hand-written only so that planted bugs can hook
+# in; with EMU_PLANT unset they are the derived kernels.
+_sin_out = derived_kernel(resolve("aten::sin.out"))
+
+
+@lowering("aten::sin.out")
+def sin_out(self: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+    if plants.is_active("ignores_out"):
+        torch.sin(torch.ops.emu.cpu_aliases.default([self])[0])  # computed, then dropped
+        return out
+    return _sin_out(self, out=out)
+
+
+_bitwise_not = derived_kernel(resolve("aten::bitwise_not"))
+_bitwise_not_out = derived_kernel(resolve("aten::bitwise_not.out"))
+
+
+def _planted_not(self: torch.Tensor) -> torch.Tensor | None:
+    if plants.is_active("accepts_bad_dtype") and (self.is_floating_point() or self.is_complex()):
+        alias = torch.ops.emu.cpu_aliases.default([self])[0]
+        return -alias - 1
+    return None
+
+
+@lowering("aten::bitwise_not")
+def bitwise_not(self: torch.Tensor) -> Any:
+    planted = _planted_not(self)
+    if planted is not None:
+        return on_device(planted, self.device.index)
+    return _bitwise_not(self)
+
+
+@lowering("aten::bitwise_not.out")
+def bitwise_not_out(self: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+    planted = _planted_not(self)
+    if planted is not None:
+        out.resize_(planted.shape)
+        out.copy_(planted)
+        return out
+    return _bitwise_not_out(self, out=out)
