@@ -113,7 +113,8 @@ def _denominators(a: dict[str, dict], b: dict[str, dict], names: list[str]) -> d
 
 def _renames(removed: set[str], added: set[str], ident: dict[str, tuple]) -> list[tuple[str, str]]:
     """Pair removed with added tests: first the same test name moved to another file or
-    class, then, within one file, class, op, variant, dtype and params, the closest name."""
+    class, then, for OpInfo tests (``op`` set) within one file, class, op, variant, dtype and
+    params, the closest name (a renamed template). Other tests are too alike to pair."""
     pairs: list[tuple[str, str]] = []
     by_name: dict[str, list[str]] = {}
     for test_id in added:
@@ -129,7 +130,7 @@ def _renames(removed: set[str], added: set[str], ident: dict[str, tuple]) -> lis
         by_identity.setdefault(ident[test_id], []).append(test_id)
     for test_id in sorted(removed - paired_old):
         candidates = by_identity.get(ident[test_id], [])
-        if not candidates:
+        if not candidates or not ident[test_id][_IDENTITY.index("op")]:
             continue
         name = test_id.rsplit("::", 1)[-1]
         best = max(candidates, key=lambda c: difflib.SequenceMatcher(None, name, c.rsplit("::", 1)[-1]).ratio())
@@ -143,11 +144,10 @@ def _test_churn(records_a: pandas.DataFrame, records_b: pandas.DataFrame) -> Tes
     last_a = records_a.drop_duplicates("test_id", keep="last")
     last_b = records_b.drop_duplicates("test_id", keep="last")
     ids_a, ids_b = set(last_a["test_id"]), set(last_b["test_id"])
-    columns = [c for c in _IDENTITY if c in records_a.columns and c in records_b.columns]
     ident = {
         row[0]: tuple(row[1:])
         for frame in (last_a, last_b)
-        for row in frame[["test_id", *columns]].itertuples(index=False)
+        for row in frame.reindex(columns=["test_id", *_IDENTITY], fill_value="").itertuples(index=False)
     }
     removed, added = ids_a - ids_b, ids_b - ids_a
     renamed = _renames(removed, added, ident)
