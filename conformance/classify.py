@@ -30,7 +30,7 @@ _NO_META_KERNEL = re.compile(
 )
 # The emu backend's refusal, and the wording other backends are asked to use.
 _UNSUPPORTED_FEATURE = re.compile(r"unsupported feature '(?P<feature>[\w.-]+)'")
-_MISMATCH_ATTRIBUTE = re.compile(r"The values for attribute '(?P<attr>\w+)' do not match")
+_MISMATCH_ATTRIBUTE = re.compile(r"The values for attribute '(?P<attr>\w+)(?:\(\))?' do not match")
 _MISMATCH_VALUES = re.compile(
     r"(?:Tensor-likes|Scalars) are not (?:close|equal)!|Booleans mismatch|"
     r"Not equal to tolerance|Arrays are not (?:almost )?equal|Mismatched elements: \d"
