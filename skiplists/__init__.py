@@ -9,15 +9,15 @@ file, line and field.
 from __future__ import annotations
 
 from skiplists.apply import apply_to_items
-from skiplists.entry import TIERS, SkipEntry, Selector
+from skiplists.entry import TIERS, Selector, SkipEntry
 from skiplists.errors import SkiplistError
 from skiplists.skiplist import DATA_DIR, Skiplist, default_paths, load
 
 __all__ = [
     "DATA_DIR",
     "TIERS",
-    "SkipEntry",
     "Selector",
+    "SkipEntry",
     "Skiplist",
     "SkiplistError",
     "apply_to_items",

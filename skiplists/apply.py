@@ -93,7 +93,7 @@ class UnittestQuirks:
             return report
         entry = self.xfail_entries.get(item.nodeid)
         if isinstance(item, TestCaseFunction) and _unexpected_success(call):
-            report.user_properties.append(("upstream_xfail", "unexpected_success"))
+            _note(item, report, ("upstream_xfail", "unexpected_success"))
             note = "upstream expectedFailure passed on this device (unexpected success)"
             if entry is not None and entry.strict:
                 report.outcome = "failed"
@@ -105,10 +105,19 @@ class UnittestQuirks:
                 report.longrepr = None
                 report.wasxfail = entry.mark_reason() if entry is not None else note
         elif entry is not None and report.skipped and not hasattr(report, "wasxfail"):
-            report.user_properties.append(
-                ("skip_preempted", "the test skipped itself before the xfail entry applied")
+            _note(
+                item,
+                report,
+                ("skip_preempted", "the test skipped itself before the xfail entry applied"),
             )
         return report
+
+
+def _note(item: pytest.Item, report: pytest.TestReport, prop: tuple[str, str]) -> None:
+    # The call report already holds a copy of item.user_properties; later reports (the
+    # teardown one, which junitxml reads) copy the item's list again.
+    report.user_properties.append(prop)
+    item.user_properties.append(prop)
 
 
 def _unexpected_success(call: pytest.CallInfo[None]) -> bool:

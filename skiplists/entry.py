@@ -9,7 +9,7 @@ from pathlib import Path
 
 from conformance.model import TestIdentity
 
-__all__ = ["FIELD_NAMES", "TIERS", "SkipEntry", "Selector", "display_path"]
+__all__ = ["FIELD_NAMES", "TIERS", "Selector", "SkipEntry", "display_path"]
 
 #: ``deselect``: never run (crashes, hangs). ``xfail``: runs, expected to fail (strict by
 #: default, so a fix shows up). ``skip``: not run but reported (not applicable, unsupported).

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.model import CATEGORIES
-from skiplists.entry import FIELD_NAMES, TIERS, SkipEntry, Selector
+from skiplists.entry import FIELD_NAMES, TIERS, Selector, SkipEntry
 from skiplists.errors import SkiplistError
 from skiplists.tomllines import Section, scan
 
@@ -112,7 +112,9 @@ def parse_text(
     tables = document.get("skip", [])
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         raise SkiplistError(
-            "must be an array of tables ([[skip]])", file=path, line=_top_line(sections, "skip"),
+            "must be an array of tables ([[skip]])",
+            file=path,
+            line=_top_line(sections, "skip"),
             field="skip",
         )
     located = [s for s in sections if s.name == "skip" and s.array]
@@ -143,24 +145,34 @@ def _check_header(
     if wanted not in ("", "*") and backend and wanted != backend:
         raise SkiplistError(
             f"this file is for backend {wanted!r}, not {backend!r}",
-            file=path, line=keys.get("backend", line), field="backend",
+            file=path,
+            line=keys.get("backend", line),
+            field="backend",
         )
     release = header.get("torch", "")
     if release and not re.fullmatch(r"\d+\.\d+", release):
         raise SkiplistError(
             f"{release!r} is not a torch release (MAJOR.MINOR)",
-            file=path, line=keys.get("torch", line), field="torch",
+            file=path,
+            line=keys.get("torch", line),
+            field="torch",
         )
     if release and torch_version and release != torch_release(torch_version):
         raise SkiplistError(
             f"this file is for torch {release}, not {torch_version}",
-            file=path, line=keys.get("torch", line), field="torch",
+            file=path,
+            line=keys.get("torch", line),
+            field="torch",
         )
 
 
-def _entry(table: Mapping[str, Any], section: Section, path: Path, index: int, layer: int) -> SkipEntry:
+def _entry(
+    table: Mapping[str, Any], section: Section, path: Path, index: int, layer: int
+) -> SkipEntry:
     def fail(message: str, key: str) -> SkiplistError:
-        return SkiplistError(message, file=path, line=section.keys.get(key, section.line), field=key)
+        return SkiplistError(
+            message, file=path, line=section.keys.get(key, section.line), field=key
+        )
 
     for key in table:
         if key not in ENTRY_KEYS:
@@ -183,10 +195,14 @@ def _entry(table: Mapping[str, Any], section: Section, path: Path, index: int, l
     category = text("category", required=True)
     if category not in CATEGORIES:
         hint = _did_you_mean(category, CATEGORIES)
-        raise fail(f"{category!r} is not a category{hint}; see conformance.model.CATEGORIES", "category")
+        raise fail(
+            f"{category!r} is not a category{hint}; see conformance.model.CATEGORIES", "category"
+        )
     reason = text("reason", required=True)
     if reason.lower().strip(" .") in _PLACEHOLDER_REASONS:
-        raise fail(f"{reason!r} is a placeholder, not a reason: say why the test cannot pass", "reason")
+        raise fail(
+            f"{reason!r} is a placeholder, not a reason: say why the test cannot pass", "reason"
+        )
     detail = text("detail")
     if category == "missing_lowering" and detail and not _OVERLOAD.fullmatch(detail):
         raise fail(f"{detail!r} is not an operator overload like 'aten::cumsum.out'", "detail")
@@ -231,7 +247,9 @@ def _selector(table: Mapping[str, Any], fail: Any, text: Any) -> Selector:
             if not isinstance(test_id, str) or not _TEST_ID.fullmatch(test_id):
                 raise fail(f"{test_id!r} is not a test_id (file::Class::test_name)", "test_id")
             if _DEVICE_TOKEN.search(test_id):
-                raise fail(f"{test_id!r} names a device; test_ids are device-independent", "test_id")
+                raise fail(
+                    f"{test_id!r} names a device; test_ids are device-independent", "test_id"
+                )
         if len(set(test_ids)) != len(test_ids):
             raise fail("lists the same test_id twice", "test_id")
         return Selector(test_ids=tuple(test_ids))
@@ -245,7 +263,7 @@ def _selector(table: Mapping[str, Any], fail: Any, text: Any) -> Selector:
         values[attr] = value
     dtypes = table.get("dtypes", [])
     if not isinstance(dtypes, list) or ("dtypes" in table and not dtypes):
-        raise fail("must be a non-empty list of dtype names, e.g. [\"float16\"]", "dtypes")
+        raise fail('must be a non-empty list of dtype names, e.g. ["float16"]', "dtypes")
     for dtype in dtypes:
         if not isinstance(dtype, str) or not _DTYPE.fullmatch(dtype):
             raise fail(f"{dtype!r} is not a torch dtype name (float32, bfloat16, ...)", "dtypes")
@@ -284,7 +302,10 @@ def _review(table: Mapping[str, Any], fail: Any) -> dt.date | None:
 def _unknown(key: str, allowed: Sequence[str], path: Path, line: int, what: str) -> None:
     hint = _did_you_mean(key, allowed)
     raise SkiplistError(
-        f"{key!r} is not {what}{hint}; allowed: {', '.join(allowed)}", file=path, line=line, field=key
+        f"{key!r} is not {what}{hint}; allowed: {', '.join(allowed)}",
+        file=path,
+        line=line,
+        field=key,
     )
 
 

@@ -72,7 +72,9 @@ class Skiplist:
         self.entries: tuple[SkipEntry, ...] = self._resolve(list(entries))
         self._exact: dict[str, SkipEntry] = {}
         # Structured entries grouped by which fields they set: (getter, {values: [entries]}).
-        self._fields: list[tuple[Callable[[tuple[str, ...]], object], dict[object, list[SkipEntry]]]] = []
+        self._fields: list[
+            tuple[Callable[[tuple[str, ...]], object], dict[object, list[SkipEntry]]]
+        ] = []
         self._field_sizes: list[int] = []
         self._patterns_by_file: dict[str, _PatternBucket] = {}
         self._patterns_any = _PatternBucket()
@@ -110,7 +112,11 @@ class Skiplist:
                         self._exact[test_id] = entry
             elif selector.pattern:
                 file = selector.file or _literal_file(selector.pattern)
-                bucket = self._patterns_by_file.setdefault(file, _PatternBucket()) if file else self._patterns_any
+                bucket = (
+                    self._patterns_by_file.setdefault(file, _PatternBucket())
+                    if file
+                    else self._patterns_any
+                )
                 bucket.add(entry)
             else:
                 values = selector.field_values()
@@ -251,7 +257,11 @@ def _literal_file(pattern: str) -> str:
 
 
 def _raise_duplicate(entry: SkipEntry, earlier: SkipEntry) -> None:
-    field = "test_id" if entry.selector.test_ids else ("pattern" if entry.selector.pattern else "selector")
+    field = (
+        "test_id"
+        if entry.selector.test_ids
+        else ("pattern" if entry.selector.pattern else "selector")
+    )
     same = (earlier.tier, earlier.category) == (entry.tier, entry.category)
     problem = "duplicates" if same else f"conflicts with (tier {earlier.tier} vs {entry.tier})"
     raise SkiplistError(
