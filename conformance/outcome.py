@@ -69,7 +69,9 @@ def report_message(report: Any) -> str:
 
 
 def truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    return text if len(text) <= limit else text[: limit - 15] + " ... [truncated]"
+    """``text`` cut to at most ``limit`` characters, the cut marked."""
+    marker = " ... [truncated]"
+    return text if len(text) <= limit else text[: limit - len(marker)] + marker
 
 
 @dataclass

@@ -77,6 +77,9 @@ class RunWriter:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.meta = meta
+        # A run killed mid-write leaves a torn last line: cut it, or the next record
+        # appended would be glued to it.
+        _drop_torn_tail(self.run_dir / JSONL_NAME)
         self.recorded: set[str] = {r["nodeid"] for r in _iter_jsonl(self.run_dir / JSONL_NAME)}
         # Records appended from now on make any earlier consolidation stale.
         (self.run_dir / PARQUET_NAME).unlink(missing_ok=True)
@@ -213,8 +216,7 @@ def _iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
         lines = handle.read().split("\n")
     # Every complete line ends with "\n", so the last element is "" unless the writer was
     # killed mid-line: that torn fragment is dropped.
-    torn = lines.pop()
-    del torn
+    lines.pop()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -225,6 +227,17 @@ def _iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
         if not isinstance(data, dict) or "nodeid" not in data:
             raise ConformanceError(f"{path}:{number}: not a result record")
         yield data
+
+
+def _drop_torn_tail(path: Path) -> None:
+    try:
+        handle = open(path, "rb+")  # noqa: SIM115
+    except FileNotFoundError:
+        return
+    with handle:
+        data = handle.read()
+        if data and not data.endswith(b"\n"):
+            handle.truncate(data.rfind(b"\n") + 1)
 
 
 def _arrow_schema() -> pyarrow.Schema:

@@ -1,0 +1,382 @@
+"""``conformance run``: run a test selection on a device with the plugin, and judge it.
+
+The command is a short pipeline of steps, each a function of the parsed arguments:
+
+1. :func:`select_tests`: which files, from where (``--tests``, ``--upstream``, ``--suite``);
+2. :func:`check_backend`: the device (and the baseline's) can be loaded, else exit 2;
+3. the baseline run (``--baseline cpu``), then the device run: pytest in a subprocess, with
+   xdist always on, so a test that kills its process cannot end the run;
+4. :func:`judge`: exit 0 when every outcome was expected, 1 otherwise.
+
+pytest runs in a fresh interpreter so that the backend is registered before any test
+module imports PyTorch's device-type machinery.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import importlib
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from conformance.errors import ConfigError
+from conformance.outcome import is_unexpected
+
+__all__ = ["DEFAULT_UPSTREAM_FILES", "Selection", "judge", "register", "select_tests"]
+
+#: Upstream test files that are device-generic (instantiate_device_type_tests), run when
+#: no --files are given.
+DEFAULT_UPSTREAM_FILES = (
+    "test_ops.py",
+    "test_torch.py",
+    "test_nn.py",
+    "test_binary_ufuncs.py",
+    "test_unary_ufuncs.py",
+    "test_reductions.py",
+    "test_indexing.py",
+    "test_view_ops.py",
+    "test_shape_ops.py",
+    "test_modules.py",
+    "test_optim.py",
+    "test_tensor_creation_ops.py",
+    "test_sort_and_select.py",
+    "test_type_promotion.py",
+    "test_scatter_gather.py",
+    "test_foreach.py",
+    "test_linalg.py",
+)
+
+#: Worker restarts allowed before xdist gives up (each crashing test costs one).
+MAX_WORKER_RESTARTS = 100
+#: Default per-test time limit, seconds.
+DEFAULT_TEST_TIMEOUT = 300.0
+
+# pytest's exit statuses that are not about test outcomes.
+_PYTEST_USAGE_ERROR = 4
+_PYTEST_NO_TESTS = 5
+
+
+@dataclass
+class Selection:
+    """What to run: the paths given to pytest, the folder pytest runs in, and the suite name."""
+
+    paths: list[Path]
+    rootdir: Path
+    suite: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run a test selection on a device and record every outcome",
+        description="Run upstream-style PyTorch tests on a device backend with the conformance "
+        "plugin, under pytest-xdist, and record every outcome in the results store. "
+        "Exit 0 when every outcome was expected, 1 otherwise, 2 for bad input.",
+    )
+    parser.add_argument(
+        "--device", required=True, metavar="TYPE", help="device type: emu, cpu, ..."
+    )
+    parser.add_argument(
+        "--backend-module", metavar="MODULE", help="module that registers the backend"
+    )
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--tests", nargs="+", metavar="PATH", help="a PyTorch test/ folder, or test files"
+    )
+    where.add_argument(
+        "--suite", metavar="embedded[:SELECTION]", help="the embedded suite: smoke, core or full"
+    )
+    where.add_argument(
+        "--upstream",
+        nargs="?",
+        const="",
+        metavar="TAG",
+        help="PyTorch's test/ at TAG (default: the installed torch's tag), fetched and cached",
+    )
+    parser.add_argument(
+        "--files",
+        nargs="+",
+        metavar="NAME_OR_GLOB",
+        help="test files to run from the folder (default: the device-generic list)",
+    )
+    parser.add_argument(
+        "-n",
+        "--workers",
+        default="auto",
+        metavar="N",
+        help="xdist workers: a number >= 1 or auto (default: auto)",
+    )
+    parser.add_argument("--runs-root", default="runs", metavar="DIR", help="default: runs")
+    parser.add_argument("--run-id", metavar="ID", help="name of the run (default: time and device)")
+    parser.add_argument(
+        "--baseline",
+        metavar="DEVICE",
+        help="also run the selection on DEVICE (cpu) and mark backend-only failures",
+    )
+    parser.add_argument(
+        "--resume", metavar="RUN", help="finish an interrupted run (folder, id or latest)"
+    )
+    parser.add_argument(
+        "--skiplist",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="skiplist file (repeatable; default: the backend's own)",
+    )
+    parser.add_argument("--no-skiplist", action="store_true", help="apply no skiplist")
+    parser.add_argument(
+        "--test-timeout",
+        type=float,
+        default=DEFAULT_TEST_TIMEOUT,
+        metavar="SECONDS",
+        help=f"per-test time limit (default: {DEFAULT_TEST_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--trace-ops", action="store_true", help="record the ATen ops each test dispatches"
+    )
+    parser.add_argument("--shard", metavar="K/N", help="run only shard K of N")
+    parser.add_argument(
+        "--expected-count", type=int, metavar="N", help="tests the selection should collect"
+    )
+    parser.add_argument(
+        "pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="passed on to pytest"
+    )
+    parser.set_defaults(handler=run_command)
+
+    try:
+        fetch = importlib.import_module("conformance.fetch")
+    except ModuleNotFoundError as exc:
+        if exc.name != "conformance.fetch":
+            raise
+    else:
+        fetch.register(subparsers)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """The ``run`` handler: returns the exit code."""
+    selection = select_tests(args)
+    workers = _check_workers(args.workers)
+    _check_shard(args.shard)
+    runs_root = Path(args.runs_root).resolve()
+    check_backend(args.device, args.backend_module)
+    if args.baseline:
+        check_backend(args.baseline, None)
+
+    resume_dir = None
+    if args.resume:
+        from conformance.store import resolve_run
+
+        resume_dir = resolve_run(args.resume, runs_root).resolve()
+
+    baseline_dir = None
+    if args.baseline:
+        baseline_dir = _run_dir(runs_root, args.baseline, None)
+        status = _run_pytest(
+            args, selection, args.baseline, baseline_dir, None, workers, baseline=True
+        )
+        if status is not None:
+            return status
+
+    run_dir = resume_dir or _run_dir(runs_root, args.device, args.run_id)
+    status = _run_pytest(args, selection, args.device, run_dir, resume_dir, workers, baseline=False)
+    if status is not None:
+        return status
+    code = judge(run_dir)
+    if baseline_dir is not None:
+        _join_baseline(run_dir, baseline_dir, args.baseline)
+    print(f"run written to {run_dir}")
+    return code
+
+
+def select_tests(args: argparse.Namespace) -> Selection:
+    """Resolve ``--tests``/``--upstream``/``--suite`` and ``--files`` into pytest paths."""
+    if args.suite is not None:
+        from conformance.embedded import DEFAULT_SELECTION, SELECTION_ENV, SELECTIONS, SUITE_DIR
+
+        name, _, chosen = args.suite.partition(":")
+        chosen = chosen or DEFAULT_SELECTION
+        if name != "embedded" or chosen not in SELECTIONS:
+            raise ConfigError(
+                f"unknown suite {args.suite!r}; expected embedded[:{'|'.join(SELECTIONS)}]",
+                where="--suite",
+            )
+        paths = _pick_files(SUITE_DIR, args.files, default=None)
+        return Selection(paths, SUITE_DIR, f"embedded:{chosen}", {SELECTION_ENV: chosen})
+    if args.upstream is not None:
+        from conformance.fetch import fetch_tests, torch_tag
+
+        tag = args.upstream or torch_tag()
+        folder = Path(fetch_tests(tag)).resolve()
+        return Selection(
+            _pick_files(folder, args.files, DEFAULT_UPSTREAM_FILES), folder, f"upstream:{tag}"
+        )
+
+    given = [Path(p).resolve() for p in args.tests]
+    for path in given:
+        if not path.exists():
+            raise ConfigError(f"no such file or folder: {path}", where="--tests")
+    if len(given) == 1 and given[0].is_dir():
+        folder = given[0]
+        return Selection(
+            _pick_files(folder, args.files, DEFAULT_UPSTREAM_FILES), folder, f"upstream:{folder}"
+        )
+    if args.files:
+        raise ConfigError(
+            "--files selects inside one folder; give --tests a single folder", where="--files"
+        )
+    rootdir = Path(os.path.commonpath([p if p.is_dir() else p.parent for p in given]))
+    return Selection(given, rootdir, "upstream:" + ",".join(str(p) for p in given))
+
+
+def _pick_files(
+    folder: Path, patterns: list[str] | None, default: tuple[str, ...] | None
+) -> list[Path]:
+    """Files of ``folder`` matching names or globs; the default list where it matches any
+    file, else the whole folder."""
+    if not patterns:
+        present = [folder / name for name in default or () if (folder / name).is_file()]
+        return present or [folder]
+    names = sorted(p.name for p in folder.glob("*.py"))
+    chosen: list[Path] = []
+    for pattern in patterns:
+        wanted = pattern if pattern.endswith(".py") or "*" in pattern else f"{pattern}.py"
+        matches = fnmatch.filter(names, wanted)
+        if not matches:
+            raise ConfigError(f"no test file in {folder} matches {pattern!r}", where="--files")
+        chosen += [folder / name for name in matches if folder / name not in chosen]
+    return chosen
+
+
+def check_backend(device: str, module: str | None) -> None:
+    """ConfigError (exit 2) unless the device's backend loads in this process."""
+    from conformance.backends import load_backend
+
+    load_backend(device, module)
+
+
+def _check_workers(value: str) -> str:
+    if value == "auto" or (value.isdigit() and int(value) >= 1):
+        return value
+    raise ConfigError(
+        f"expected a number >= 1 or auto, got {value!r} (workers let a run survive crashes)",
+        where="-n",
+    )
+
+
+def _check_shard(spec: str | None) -> None:
+    import pytest
+
+    from conformance.plugin import parse_shard
+
+    try:
+        parse_shard(spec)
+    except pytest.UsageError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _run_dir(runs_root: Path, device: str, run_id: str | None) -> Path:
+    from conformance.store import new_run_id
+
+    run_dir = runs_root / (run_id or new_run_id(device))
+    if (run_dir / "meta.json").exists():
+        raise ConfigError(f"{run_dir} already holds a run; pick another --run-id or --resume it")
+    return run_dir
+
+
+def _run_pytest(
+    args: argparse.Namespace,
+    selection: Selection,
+    device: str,
+    run_dir: Path,
+    resume_dir: Path | None,
+    workers: str,
+    *,
+    baseline: bool,
+) -> int | None:
+    """Run pytest; None when it ran the tests, else the exit code the command should return."""
+    command = [sys.executable, "-m", "pytest", *map(str, selection.paths)]
+    command += ["--device", device, "--suite", selection.suite, "--rootdir", str(selection.rootdir)]
+    command += ["--resume", str(resume_dir)] if resume_dir else ["--run-dir", str(run_dir)]
+    command += ["-n", workers, "--max-worker-restart", str(MAX_WORKER_RESTARTS)]
+    command += ["-p", "no:cacheprovider", "-q", "--tb=line"]
+    command += ["--test-timeout", f"{args.test_timeout:g}"]
+    if args.backend_module and not baseline:
+        command += ["--backend-module", args.backend_module]
+    if args.no_skiplist:
+        command.append("--no-skiplist")
+    if not baseline:
+        for path in args.skiplist:
+            command += ["--skiplist", str(Path(path).resolve())]
+        if args.expected_count is not None:
+            command += ["--expected-count", str(args.expected_count)]
+    if args.trace_ops:
+        command.append("--trace-ops")
+    if args.shard:
+        command += ["--shard", args.shard]
+    command += args.pytest_args
+    env = dict(os.environ, **selection.env)
+    env["CONFORMANCE_COMMAND"] = json.dumps(["conformance", *sys.argv[1:]])
+    print(
+        f"conformance run: {'baseline ' if baseline else ''}{device}: {' '.join(command[1:])}",
+        flush=True,
+    )
+    status = subprocess.call(command, cwd=selection.rootdir, env=env)
+    if status == _PYTEST_USAGE_ERROR:
+        return 2
+    if status == _PYTEST_NO_TESTS:
+        raise ConfigError(f"no tests collected from {', '.join(map(str, selection.paths))}")
+    if not (run_dir / "meta.json").exists():
+        print(
+            f"conformance run: pytest ended with status {status} before the run started",
+            file=sys.stderr,
+        )
+        return 1
+    return None
+
+
+def judge(run_dir: Path) -> int:
+    """Print the run's counts; 0 when every outcome was expected and the run is complete."""
+    from conformance.store import read_run
+
+    meta, frame = read_run(run_dir)
+    counts = Counter(frame["outcome"])
+    print(
+        "outcomes: " + ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
+        if counts
+        else "outcomes: none"
+    )
+    unexpected = sum(
+        is_unexpected(outcome, message)
+        for outcome, message in zip(frame["outcome"], frame["message"], strict=True)
+    )
+    problems = []
+    if unexpected:
+        problems.append(f"{unexpected} unexpected outcomes")
+    if not meta.complete:
+        problems.append(f"the run did not finish; resume it with --resume {run_dir}")
+    if meta.expected is not None and meta.collected < meta.expected:
+        problems.append(f"collected {meta.collected} tests, expected {meta.expected}")
+    for problem in problems:
+        print(f"conformance run: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def _join_baseline(run_dir: Path, baseline_dir: Path, device: str) -> None:
+    from conformance.baseline import compare, write_baseline
+    from conformance.store import read_run
+
+    _, frame = read_run(run_dir)
+    base_meta, base_frame = read_run(baseline_dir)
+    joined = compare(frame, base_frame)
+    write_baseline(run_dir, joined, baseline_run=base_meta.run_id, baseline_device=device)
+    print(
+        f"baseline {device} ({baseline_dir}): {int(joined['backend_only'].sum())} failures are "
+        f"backend-only, {int((joined['failure_scope'] == 'both').sum())} fail on {device} too"
+    )

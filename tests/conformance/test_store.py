@@ -1,0 +1,111 @@
+"""The results store: append, consolidate, read back, survive a kill, resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conformance.errors import ConfigError, ConformanceError
+from conformance.model import RECORD_COLUMNS, ResultRecord, RunMeta
+from conformance.store import (
+    JSONL_NAME,
+    META_NAME,
+    PARQUET_NAME,
+    RunWriter,
+    list_runs,
+    new_run_id,
+    read_run,
+    resolve_run,
+)
+
+
+def record(nodeid: str, outcome: str = "passed", **fields) -> ResultRecord:
+    return ResultRecord(
+        run_id="r1", nodeid=nodeid, test_id=nodeid, file="test_x.py", outcome=outcome, **fields
+    )
+
+
+def test_records_are_readable_while_the_run_goes_on_and_after_it_ends(tmp_path):
+    writer = RunWriter(tmp_path / "r1", RunMeta(run_id="r1", backend="cpu", start_time="t0"))
+    writer.write(record("a"))
+    writer.write(
+        record(
+            "b",
+            "failed",
+            category="missing_lowering",
+            detail="aten::add.out",
+            ops_fallback=["aten::sin.out"],
+            duration_s=0.5,
+        )
+    )
+    meta, frame = read_run(tmp_path / "r1")  # before the end: from the JSON lines
+    assert not meta.complete
+    assert list(frame["nodeid"]) == ["a", "b"]
+
+    writer.close(collected=2)
+    assert (tmp_path / "r1" / PARQUET_NAME).exists()
+    meta, frame = read_run(tmp_path / "r1")
+    assert meta.complete and meta.collected == 2 and meta.end_time
+    assert list(frame.columns) == list(RECORD_COLUMNS)
+    row = frame.set_index("nodeid").loc["b"]
+    assert (row.outcome, row.category, row.detail) == (
+        "failed",
+        "missing_lowering",
+        "aten::add.out",
+    )
+    assert row.ops_fallback == ["aten::sin.out"] and row.ops_dispatched == []
+    assert row.duration_s == 0.5
+    assert (tmp_path / "latest").resolve() == (tmp_path / "r1").resolve()
+
+
+def test_a_torn_last_line_is_ignored_and_repaired_on_resume(tmp_path):
+    run_dir = tmp_path / "r1"
+    writer = RunWriter(run_dir, RunMeta(run_id="r1", backend="cpu"))
+    writer.write(record("a"))
+    writer.write(record("b"))
+    with open(run_dir / JSONL_NAME, "a") as handle:  # a kill in the middle of a write
+        handle.write('{"run_id": "r1", "nodeid": "c", "outc')
+    _, frame = read_run(run_dir)
+    assert list(frame["nodeid"]) == ["a", "b"]
+
+    resumed = RunWriter(run_dir, RunMeta.from_dict(json.loads((run_dir / META_NAME).read_text())))
+    assert resumed.recorded == {"a", "b"}
+    assert not resumed.write(record("a"))  # already recorded: never twice
+    assert resumed.write(record("c"))
+    resumed.close()
+    _, frame = read_run(run_dir)
+    assert list(frame["nodeid"]) == ["a", "b", "c"]
+
+
+def test_a_corrupt_line_inside_the_file_is_an_error_naming_file_and_line(tmp_path):
+    run_dir = tmp_path / "r1"
+    RunWriter(run_dir, RunMeta(run_id="r1")).write(record("a"))
+    with open(run_dir / JSONL_NAME, "a") as handle:
+        handle.write("not json\n")
+        handle.write(json.dumps(record("b").to_dict()) + "\n")
+    with pytest.raises(ConformanceError, match=rf"{JSONL_NAME}:2: corrupt record"):
+        read_run(run_dir)
+
+
+def test_missing_and_foreign_folders_are_named(tmp_path):
+    with pytest.raises(ConfigError, match="no such run folder"):
+        read_run(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match=r"empty: not a run folder"):
+        read_run(tmp_path / "empty")
+    (tmp_path / "empty" / META_NAME).write_text("{")
+    with pytest.raises(ConfigError, match=r"meta.json: unreadable run metadata"):
+        read_run(tmp_path / "empty")
+
+
+def test_runs_are_listed_oldest_first_and_resolved_by_id_path_or_latest(tmp_path):
+    for run_id, start in (("b", "2026-01-02"), ("a", "2026-01-03")):
+        RunWriter(tmp_path / run_id, RunMeta(run_id=run_id, start_time=start)).close()
+    assert [m.run_id for m in list_runs(tmp_path)] == ["b", "a"]
+    assert resolve_run("latest", tmp_path).resolve() == (tmp_path / "a").resolve()
+    assert resolve_run("b", tmp_path) == tmp_path / "b"
+    assert resolve_run(tmp_path / "b") == tmp_path / "b"
+    with pytest.raises(ConfigError, match="no run named 'zzz'"):
+        resolve_run("zzz", tmp_path)
+    assert new_run_id("emu").split("-")[2] == "emu"
