@@ -6,11 +6,15 @@ registry supplies the kind (``native`` for C++, ``python``) and the source of ea
 lowering, and the two are cross-checked: an op the registry lists but the dispatcher does not
 run natively, an op the dispatcher runs natively but the registry does not list, and a kind
 that contradicts the file the dispatcher names are all reported as disagreements.
+
+A backend may also register kernels that only refuse an unsupported feature (emu's
+``unsupported_features()``: feature -> overloads). Such an op is not lowered: its status
+is ``missing`` with kind ``unsupported:<feature>``, not ``native``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,12 +86,26 @@ def _as_lowering(item: Any, position: int) -> Lowering:
     return Lowering(normalize_overload(overload, where=where), kind, str(get("source", "") or ""))
 
 
-def static_table(device_type: str, lowerings: Iterable[Any] | None = None) -> StaticTable:
+def _declined(unsupported: Mapping[str, Iterable[str]] | None) -> dict[str, str]:
+    declined: dict[str, str] = {}
+    for feature, targets in (unsupported or {}).items():
+        for target in targets:
+            if "::" in target:  # "fallback:<DispatchKey>" entries are not per-op kernels
+                declined[normalize_overload(target, where=f"unsupported_features()[{feature!r}]")] = feature
+    return declined
+
+
+def static_table(
+    device_type: str,
+    lowerings: Iterable[Any] | None = None,
+    unsupported: Mapping[str, Iterable[str]] | None = None,
+) -> StaticTable:
     """The status of every ATen overload for ``device_type`` in this process.
 
     ``lowerings`` is the backend's registry (objects or dicts with ``overload``, ``kind``,
     ``source``), or None for a backend without one (then the dispatcher alone decides kind
-    and source). Raises ConfigError for a malformed registry entry.
+    and source). ``unsupported`` maps a feature to the overloads whose backend kernel only
+    refuses it. Raises ConfigError for a malformed registry entry.
     """
     key = dispatch_key_for(device_type)
     overloads = aten_overloads()
@@ -107,11 +125,15 @@ def static_table(device_type: str, lowerings: Iterable[Any] | None = None) -> St
         else:
             registry[lowering.overload] = lowering
 
+    declined = _declined(unsupported)
     ops: dict[str, OpStatus] = {}
     for name, tags in overloads.items():
         entry = view[name]
         kind, source = entry.kind, entry.source
         lowering = registry.get(name)
+        if name in declined and lowering is None and entry.status == "native":
+            ops[name] = OpStatus(name, "missing", f"unsupported:{declined[name]}", source, "core" in tags)
+            continue
         if lowering is not None:
             said = f"{lowering.kind} lowering at {lowering.source or '?'}"
             if entry.status != "native":
@@ -149,4 +171,5 @@ def load_static_table(device_type: str, module_name: str | None = None) -> Stati
 
     backend = load_backend(device_type, module_name)
     lowerings = backend.lowerings() if backend.lowerings is not None else None
-    return static_table(device_type, lowerings)
+    unsupported = getattr(backend.module, "unsupported_features", None)
+    return static_table(device_type, lowerings, unsupported() if callable(unsupported) else None)
