@@ -15,7 +15,13 @@ from __future__ import annotations
 
 from op_coverage.denominators import Denominator, denominators
 from op_coverage.diff import SnapshotDiff, diff_snapshots
-from op_coverage.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_NAME, read_snapshot, snapshot, write_snapshot
+from op_coverage.snapshot import (
+    SNAPSHOT_FORMAT,
+    SNAPSHOT_NAME,
+    read_snapshot,
+    snapshot,
+    write_snapshot,
+)
 from op_coverage.static import Disagreement, OpStatus, StaticTable, load_static_table, static_table
 from op_coverage.tracing import OpTrace, trace_ops
 from op_coverage.triage import BlockingOp, Triage, blocked_tests, dtype_grid, triage

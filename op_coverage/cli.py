@@ -19,20 +19,26 @@ import json
 from pathlib import Path
 from typing import Any
 
-
 __all__ = ["register"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``ops`` and its subcommands to the ``conformance`` command line."""
-    ops = subparsers.add_parser("ops", help="operator coverage: static table, snapshot, triage, diff")
+    ops = subparsers.add_parser(
+        "ops", help="operator coverage: static table, snapshot, triage, diff"
+    )
     commands = ops.add_subparsers(dest="ops_command", metavar="OPS_COMMAND", required=True)
 
     table = commands.add_parser("table", help="static status of every ATen overload for a backend")
     table.add_argument("--device", required=True, help="device type of the backend (emu, cpu, ...)")
     table.add_argument("--backend-module", help="module to import that registers the backend")
-    table.add_argument("--status", action="append", choices=("native", "composite", "fallback", "missing"),
-                       default=[], help="list the ops with this status (repeatable)")
+    table.add_argument(
+        "--status",
+        action="append",
+        choices=("native", "composite", "fallback", "missing"),
+        default=[],
+        help="list the ops with this status (repeatable)",
+    )
     table.add_argument("--core", action="store_true", help="list only core ATen ops")
     table.add_argument("--json", action="store_true", help="print every op as JSON")
     table.set_defaults(handler=_table)
@@ -40,14 +46,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     snap = commands.add_parser("snapshot", help="write RUN/op_coverage.json")
     snap.add_argument("run", metavar="RUN")
     snap.add_argument("--runs-root", default="runs")
-    snap.add_argument("--no-opinfo", action="store_true", help="skip the OpInfo denominator (slow import)")
+    snap.add_argument(
+        "--no-opinfo", action="store_true", help="skip the OpInfo denominator (slow import)"
+    )
     snap.set_defaults(handler=_snapshot)
 
     tri = commands.add_parser("triage", help="missing lowerings ranked by the tests they block")
     tri.add_argument("run", metavar="RUN")
     tri.add_argument("--runs-root", default="runs")
     tri.add_argument("--top", type=_positive, default=20, help="how many ops to show (default 20)")
-    tri.add_argument("--tests", type=_positive, default=0, metavar="K", help="list K test ids under each op")
+    tri.add_argument(
+        "--tests", type=_positive, default=0, metavar="K", help="list K test ids under each op"
+    )
     tri.add_argument("--grid", action="store_true", help="also print the op x dtype grid")
     tri.add_argument("--json", action="store_true", help="print the ranking as JSON")
     tri.set_defaults(handler=_triage)
@@ -83,15 +93,24 @@ def _table(args: argparse.Namespace) -> int:
 
     table = load_static_table(args.device, args.backend_module)
     if args.json:
-        print(json.dumps({
-            "device": table.device,
-            "dispatch_key": table.dispatch_key,
-            "registry": table.has_registry,
-            "counts": table.counts(),
-            "ops": [dataclasses.asdict(row) for row in table.ops.values()
-                    if (not args.status or row.status in args.status) and (row.in_core or not args.core)],
-            "disagreements": [dataclasses.asdict(d) for d in table.disagreements],
-        }, indent=1))
+        print(
+            json.dumps(
+                {
+                    "device": table.device,
+                    "dispatch_key": table.dispatch_key,
+                    "registry": table.has_registry,
+                    "counts": table.counts(),
+                    "ops": [
+                        dataclasses.asdict(row)
+                        for row in table.ops.values()
+                        if (not args.status or row.status in args.status)
+                        and (row.in_core or not args.core)
+                    ],
+                    "disagreements": [dataclasses.asdict(d) for d in table.disagreements],
+                },
+                indent=1,
+            )
+        )
     else:
         print(format_static(table, args.status, args.core))
     return 0
@@ -112,7 +131,10 @@ def _statuses(run_dir: Path) -> dict[str, tuple[str, bool]] | None:
 
     if not (run_dir / SNAPSHOT_NAME).is_file():
         return None
-    return {row["op"]: (row["status"], bool(row.get("in_core"))) for row in read_snapshot(run_dir)["ops"]}
+    return {
+        row["op"]: (row["status"], bool(row.get("in_core")))
+        for row in read_snapshot(run_dir)["ops"]
+    }
 
 
 def _triage(args: argparse.Namespace) -> int:
@@ -126,13 +148,18 @@ def _triage(args: argparse.Namespace) -> int:
     if args.json:
         payload: dict[str, Any] = {
             "blocked_total": result.blocked_total,
-            "ranked": [{"headline": r.headline(), **dataclasses.asdict(r)} for r in result.ranked[: args.top]],
+            "ranked": [
+                {"headline": r.headline(), **dataclasses.asdict(r)}
+                for r in result.ranked[: args.top]
+            ],
             "resolved": [dataclasses.asdict(r) for r in result.resolved],
             "unnamed": result.unnamed,
         }
         if args.grid:
             grid = dtype_grid(records, [r.op for r in result.ranked[: args.top]])
-            payload["grid"] = {op: {k: int(v) for k, v in row.items() if v} for op, row in grid.iterrows()}
+            payload["grid"] = {
+                op: {k: int(v) for k, v in row.items() if v} for op, row in grid.iterrows()
+            }
         print(json.dumps(payload, indent=1))
         return 0
     print(format_triage(result, args.top, args.tests))
@@ -161,7 +188,9 @@ def _diff(args: argparse.Namespace) -> int:
     snap_b, records_b = _side(args.b, args.runs_root)
     if snap_a["meta"].get("backend") != snap_b["meta"].get("backend"):
         # Allowed (emu against the cpu baseline), but said, since most ops then differ.
-        print(f"note: comparing backend {snap_a['meta'].get('backend')!r} with {snap_b['meta'].get('backend')!r}")
+        print(
+            f"note: comparing backend {snap_a['meta'].get('backend')!r} with {snap_b['meta'].get('backend')!r}"
+        )
     diff = diff_snapshots(snap_a, snap_b, records_a, records_b)
     if args.json:
         print(json.dumps(dataclasses.asdict(diff), indent=1))

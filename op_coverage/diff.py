@@ -91,7 +91,9 @@ def _coverage(rows: dict[str, dict[str, Any]], member: Any) -> tuple[int, int]:
     return len(inside), sum(1 for row in inside if _LEVEL.get(row["status"], 0) == 2)
 
 
-def _denominators(a: dict[str, dict], b: dict[str, dict], names: list[str]) -> dict[str, dict[str, Any]]:
+def _denominators(
+    a: dict[str, dict], b: dict[str, dict], names: list[str]
+) -> dict[str, dict[str, Any]]:
     result = {}
     common = a.keys() & b.keys()
     for name in names:
@@ -100,11 +102,14 @@ def _denominators(a: dict[str, dict], b: dict[str, dict], names: list[str]) -> d
         count_b, covered_b = _coverage(b, member)
         both = [op for op in common if member(a[op]) and member(b[op])]
         progress = sum(
-            (_LEVEL.get(b[op]["status"], 0) == 2) - (_LEVEL.get(a[op]["status"], 0) == 2) for op in both
+            (_LEVEL.get(b[op]["status"], 0) == 2) - (_LEVEL.get(a[op]["status"], 0) == 2)
+            for op in both
         )
         result[name] = {
-            "count_a": count_a, "covered_a": covered_a,
-            "count_b": count_b, "covered_b": covered_b,
+            "count_a": count_a,
+            "covered_a": covered_a,
+            "count_b": count_b,
+            "covered_b": covered_b,
             "progress": progress,
             "churn": covered_b - covered_a - progress,
         }
@@ -133,7 +138,10 @@ def _renames(removed: set[str], added: set[str], ident: dict[str, tuple]) -> lis
         if not candidates or not ident[test_id][_IDENTITY.index("op")]:
             continue
         name = test_id.rsplit("::", 1)[-1]
-        best = max(candidates, key=lambda c: difflib.SequenceMatcher(None, name, c.rsplit("::", 1)[-1]).ratio())
+        best = max(
+            candidates,
+            key=lambda c: difflib.SequenceMatcher(None, name, c.rsplit("::", 1)[-1]).ratio(),
+        )
         if difflib.SequenceMatcher(None, name, best.rsplit("::", 1)[-1]).ratio() >= 0.75:
             pairs.append((test_id, best))
             candidates.remove(best)
@@ -147,7 +155,9 @@ def _test_churn(records_a: pandas.DataFrame, records_b: pandas.DataFrame) -> Tes
     ident = {
         row[0]: tuple(row[1:])
         for frame in (last_a, last_b)
-        for row in frame.reindex(columns=["test_id", *_IDENTITY], fill_value="").itertuples(index=False)
+        for row in frame.reindex(columns=["test_id", *_IDENTITY], fill_value="").itertuples(
+            index=False
+        )
     }
     removed, added = ids_a - ids_b, ids_b - ids_a
     renamed = _renames(removed, added, ident)
@@ -183,7 +193,9 @@ def diff_snapshots(
             lost.append(_change(op, before, after))
         elif (before["status"], before.get("kind")) != (after["status"], after.get("kind")):
             changed.append(_change(op, before, after))
-    names = [n for n in _MEMBERSHIP if n in a.get("denominators", {}) and n in b.get("denominators", {})]
+    names = [
+        n for n in _MEMBERSHIP if n in a.get("denominators", {}) and n in b.get("denominators", {})
+    ]
     common = ops_a.keys() & ops_b.keys()
     return SnapshotDiff(
         meta_a=a["meta"],
@@ -193,8 +205,14 @@ def diff_snapshots(
         changed_kind=changed,
         torch_added=[_change(op, None, ops_b[op]) for op in sorted(ops_b.keys() - ops_a.keys())],
         torch_removed=[_change(op, ops_a[op], None) for op in sorted(ops_a.keys() - ops_b.keys())],
-        core_added=sorted(op for op in common if ops_b[op].get("in_core") and not ops_a[op].get("in_core")),
-        core_removed=sorted(op for op in common if ops_a[op].get("in_core") and not ops_b[op].get("in_core")),
+        core_added=sorted(
+            op for op in common if ops_b[op].get("in_core") and not ops_a[op].get("in_core")
+        ),
+        core_removed=sorted(
+            op for op in common if ops_a[op].get("in_core") and not ops_b[op].get("in_core")
+        ),
         denominators=_denominators(ops_a, ops_b, names),
-        tests=_test_churn(records_a, records_b) if records_a is not None and records_b is not None else None,
+        tests=_test_churn(records_a, records_b)
+        if records_a is not None and records_b is not None
+        else None,
     )

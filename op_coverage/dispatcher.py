@@ -137,7 +137,11 @@ def dispatcher_view(key: str, overloads: list[str] | None = None) -> dict[str, D
     view: dict[str, DispatchEntry] = {}
     for name in names:
         line = next(
-            (row for row in torch._C._dispatch_dump_table(name).splitlines() if row.startswith(prefix)),
+            (
+                row
+                for row in torch._C._dispatch_dump_table(name).splitlines()
+                if row.startswith(prefix)
+            ),
             None,
         )
         entry = _classify(name, line, key)

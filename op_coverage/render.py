@@ -11,17 +11,30 @@ from op_coverage.diff import OpChange, SnapshotDiff
 from op_coverage.static import StaticTable
 from op_coverage.triage import Triage
 
-__all__ = ["format_diff", "format_grid", "format_snapshot", "format_static", "format_table", "format_triage"]
+__all__ = [
+    "format_diff",
+    "format_grid",
+    "format_snapshot",
+    "format_static",
+    "format_table",
+    "format_triage",
+]
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Left-aligned text columns; numbers right-aligned."""
     cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    numeric = [all(isinstance(row[i], (int, float)) for row in rows) and bool(rows) for i in range(len(headers))]
+    numeric = [
+        all(isinstance(row[i], (int, float)) for row in rows) and bool(rows)
+        for i in range(len(headers))
+    ]
     lines = []
     for row in cells:
-        parts = [cell.rjust(w) if num else cell.ljust(w) for cell, w, num in zip(row, widths, numeric)]
+        parts = [
+            cell.rjust(w) if num else cell.ljust(w)
+            for cell, w, num in zip(row, widths, numeric, strict=True)
+        ]
         lines.append("  ".join(parts).rstrip())
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -44,24 +57,44 @@ def format_static(table: StaticTable, statuses: Sequence[str] = (), core_only: b
     if statuses or core_only:
         lines += ["", format_table(("op", "status", "kind", "core", "source"), rows)]
     if table.disagreements:
-        lines += ["", f"{len(table.disagreements)} disagreement(s) between registry and dispatcher:"]
-        lines += [f"  {d.op}: {d.problem} (registry: {d.registry}; dispatcher: {d.dispatcher})"
-                  for d in table.disagreements]
+        lines += [
+            "",
+            f"{len(table.disagreements)} disagreement(s) between registry and dispatcher:",
+        ]
+        lines += [
+            f"  {d.op}: {d.problem} (registry: {d.registry}; dispatcher: {d.dispatcher})"
+            for d in table.disagreements
+        ]
     return "\n".join(lines)
 
 
 def format_triage(result: Triage, top: int, tests: int = 0) -> str:
     """The top ``top`` ops as headlines plus a table; ``tests`` test ids listed under each."""
     ranked = result.ranked[:top]
-    lines = [f"{result.blocked_total} tests blocked by a missing lowering; "
-             f"{len(result.ranked)} ops to lower (top {len(ranked)} shown)"]
+    lines = [
+        f"{result.blocked_total} tests blocked by a missing lowering; "
+        f"{len(result.ranked)} ops to lower (top {len(ranked)} shown)"
+    ]
     if ranked:
         rows = [
-            (i, r.op, r.tests, r.templates, r.opinfos, r.status or "?",
-             {True: "yes", False: "", None: "?"}[r.in_core], ",".join(r.dtypes))
+            (
+                i,
+                r.op,
+                r.tests,
+                r.templates,
+                r.opinfos,
+                r.status or "?",
+                {True: "yes", False: "", None: "?"}[r.in_core],
+                ",".join(r.dtypes),
+            )
             for i, r in enumerate(ranked, 1)
         ]
-        lines += ["", format_table(("#", "op", "tests", "templates", "opinfos", "status", "core", "dtypes"), rows)]
+        lines += [
+            "",
+            format_table(
+                ("#", "op", "tests", "templates", "opinfos", "status", "core", "dtypes"), rows
+            ),
+        ]
         lines.append("")
         for r in ranked:
             lines.append(r.headline())
@@ -74,7 +107,9 @@ def format_triage(result: Triage, top: int, tests: int = 0) -> str:
         lines += [f"  {r.op} ({r.status}): {r.tests} tests" for r in result.resolved]
     if result.unnamed:
         lines += ["", "missing_lowering records whose detail names no overload:"]
-        lines += [f"  {detail or '(empty)'}: {n} tests" for detail, n in sorted(result.unnamed.items())]
+        lines += [
+            f"  {detail or '(empty)'}: {n} tests" for detail, n in sorted(result.unnamed.items())
+        ]
     return "\n".join(lines)
 
 
@@ -89,19 +124,45 @@ def format_grid(grid: pandas.DataFrame) -> str:
 def format_snapshot(data: dict[str, Any]) -> str:
     """Denominators with coverage, and the snapshot's provenance."""
     meta = data["meta"]
-    lines = [f"coverage of {meta['backend']} on torch {meta['torch_version']}"
-             + (f", run {meta['run_id']}" if meta.get("run_id") else "")]
+    lines = [
+        f"coverage of {meta['backend']} on torch {meta['torch_version']}"
+        + (f", run {meta['run_id']}" if meta.get("run_id") else "")
+    ]
     rows = [
-        (name, d["version"], d["count"], d["native"], d["composite"], d["fallback"], d["missing"],
-         f"{d['covered_pct']:.1f}%")
+        (
+            name,
+            d["version"],
+            d["count"],
+            d["native"],
+            d["composite"],
+            d["fallback"],
+            d["missing"],
+            f"{d['covered_pct']:.1f}%",
+        )
         for name, d in data["denominators"].items()
     ]
-    lines += ["", format_table(("denominator", "version", "ops", "native", "composite", "fallback",
-                                "missing", "covered"), rows)]
+    lines += [
+        "",
+        format_table(
+            (
+                "denominator",
+                "version",
+                "ops",
+                "native",
+                "composite",
+                "fallback",
+                "missing",
+                "covered",
+            ),
+            rows,
+        ),
+    ]
     tests = data.get("tests", {})
     if tests.get("total"):
-        lines.append(f"\n{tests['blocked']} of {tests['total']} tests blocked by a missing lowering"
-                     + ("" if tests.get("traced") else " (op tracing was off)"))
+        lines.append(
+            f"\n{tests['blocked']} of {tests['total']} tests blocked by a missing lowering"
+            + ("" if tests.get("traced") else " (op tracing was off)")
+        )
     if data.get("disagreements"):
         lines.append(f"{len(data['disagreements'])} registry/dispatcher disagreement(s)")
     return "\n".join(lines)
@@ -123,29 +184,59 @@ def _changes(title: str, changes: list[OpChange], limit: int) -> list[str]:
 def format_diff(diff: SnapshotDiff, limit: int = 20) -> str:
     """Backend progress first, then upstream churn, each list capped at ``limit``."""
     a, b = diff.meta_a, diff.meta_b
-    lines = [f"{a.get('backend')} {a.get('run_id') or '?'} (torch {a.get('torch_version')}) -> "
-             f"{b.get('backend')} {b.get('run_id') or '?'} (torch {b.get('torch_version')})", ""]
+    lines = [
+        f"{a.get('backend')} {a.get('run_id') or '?'} (torch {a.get('torch_version')}) -> "
+        f"{b.get('backend')} {b.get('run_id') or '?'} (torch {b.get('torch_version')})",
+        "",
+    ]
     rows = [
-        (name, f"{d['covered_a']}/{d['count_a']}", f"{d['covered_b']}/{d['count_b']}",
-         f"{d['progress']:+d}", f"{d['churn']:+d}")
+        (
+            name,
+            f"{d['covered_a']}/{d['count_a']}",
+            f"{d['covered_b']}/{d['count_b']}",
+            f"{d['progress']:+d}",
+            f"{d['churn']:+d}",
+        )
         for name, d in diff.denominators.items()
     ]
-    lines += [format_table(("denominator", "covered before", "covered after", "backend progress",
-                            "upstream churn"), rows), "", "Backend progress"]
-    body = (_changes("ops gained", diff.gained, limit) + _changes("ops lost", diff.lost, limit)
-            + _changes("ops that changed kind", diff.changed_kind, limit))
+    lines += [
+        format_table(
+            (
+                "denominator",
+                "covered before",
+                "covered after",
+                "backend progress",
+                "upstream churn",
+            ),
+            rows,
+        ),
+        "",
+        "Backend progress",
+    ]
+    body = (
+        _changes("ops gained", diff.gained, limit)
+        + _changes("ops lost", diff.lost, limit)
+        + _changes("ops that changed kind", diff.changed_kind, limit)
+    )
     lines += body or ["  no op changed status"]
     if diff.tests is not None:
-        lines += [f"tests unblocked: {len(diff.tests.unblocked)}",
-                  f"tests newly blocked: {len(diff.tests.newly_blocked)}"]
+        lines += [
+            f"tests unblocked: {len(diff.tests.unblocked)}",
+            f"tests newly blocked: {len(diff.tests.newly_blocked)}",
+        ]
     lines += ["", "Upstream churn"]
-    churn = (_changes("ops added in torch", diff.torch_added, limit)
-             + _changes("ops removed from torch", diff.torch_removed, limit))
+    churn = _changes("ops added in torch", diff.torch_added, limit) + _changes(
+        "ops removed from torch", diff.torch_removed, limit
+    )
     if diff.core_added or diff.core_removed:
-        churn.append(f"core ATen: {len(diff.core_added)} ops entered, {len(diff.core_removed)} left")
+        churn.append(
+            f"core ATen: {len(diff.core_added)} ops entered, {len(diff.core_removed)} left"
+        )
     if diff.tests is not None:
         t = diff.tests
-        churn.append(f"tests added: {len(t.added)}, removed: {len(t.removed)}, renamed: {len(t.renamed)}")
+        churn.append(
+            f"tests added: {len(t.added)}, removed: {len(t.removed)}, renamed: {len(t.renamed)}"
+        )
         churn += [f"  renamed {old} -> {new}" for old, new in t.renamed[:limit]]
     else:
         churn.append("tests: not compared (pass run folders, not snapshot files, to compare tests)")

@@ -101,18 +101,20 @@ def snapshot(
 
     ops = []
     for name, row in static.ops.items():
-        ops.append({
-            "op": name,
-            "status": row.status,
-            "kind": row.kind,
-            "source": row.source,
-            "in_core": row.in_core,
-            "in_opinfo": name in opinfo_ops,
-            "exercised": name in exercised,
-            "tests_dispatched": dispatched.get(name, 0),
-            **load(name),
-            "tests_fallback": fallback.get(name, 0),
-        })
+        ops.append(
+            {
+                "op": name,
+                "status": row.status,
+                "kind": row.kind,
+                "source": row.source,
+                "in_core": row.in_core,
+                "in_opinfo": name in opinfo_ops,
+                "exercised": name in exercised,
+                "tests_dispatched": dispatched.get(name, 0),
+                **load(name),
+                "tests_fallback": fallback.get(name, 0),
+            }
+        )
     statuses = {row["op"]: row["status"] for row in ops}
     summary = {}
     for key, denom in denoms.items():
@@ -122,7 +124,10 @@ def snapshot(
             "description": denom.description,
             "version": denom.version,
             "count": len(denom.ops),
-            **{s: counts.get(s, 0) for s in ("native", "composite", "fallback", "missing", "unknown")},
+            **{
+                s: counts.get(s, 0)
+                for s in ("native", "composite", "fallback", "missing", "unknown")
+            },
             "covered_pct": round(100.0 * covered / len(denom.ops), 2) if denom.ops else 0.0,
         }
     return {
@@ -188,11 +193,16 @@ def read_snapshot(path: str | os.PathLike[str]) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"not JSON: {exc}", where=str(path)) from exc
-    if not isinstance(data, dict) or not isinstance(data.get("meta"), dict) or not isinstance(data.get("ops"), list):
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("meta"), dict)
+        or not isinstance(data.get("ops"), list)
+    ):
         raise ConfigError("not a coverage snapshot: needs 'meta' and 'ops' blocks", where=str(path))
     version = data["meta"].get("format_version")
     if version != SNAPSHOT_FORMAT:
         raise ConfigError(
-            f"snapshot format {version!r}, this harness reads format {SNAPSHOT_FORMAT}", where=str(path)
+            f"snapshot format {version!r}, this harness reads format {SNAPSHOT_FORMAT}",
+            where=str(path),
         )
     return data

@@ -40,7 +40,9 @@ class OpStatus:
 
     op: str
     status: str  # native | composite | fallback | missing
-    kind: str = ""  # native | python | CompositeImplicitAutograd | CompositeExplicitAutograd... | fallback
+    kind: str = (
+        ""  # native | python | CompositeImplicitAutograd | CompositeExplicitAutograd... | fallback
+    )
     source: str = ""
     in_core: bool = False
 
@@ -77,12 +79,18 @@ class StaticTable:
 
 def _as_lowering(item: Any, position: int) -> Lowering:
     where = f"lowerings()[{position}]"
-    get = item.get if isinstance(item, dict) else lambda name, default=None: getattr(item, name, default)
+    get = (
+        item.get
+        if isinstance(item, dict)
+        else lambda name, default=None: getattr(item, name, default)
+    )
     overload, kind = get("overload"), get("kind")
     if not isinstance(overload, str) or not overload:
         raise ConfigError("lowering has no 'overload' name", where=where)
     if kind not in ("native", "python"):
-        raise ConfigError(f"lowering {overload} has kind {kind!r}, expected 'native' or 'python'", where=where)
+        raise ConfigError(
+            f"lowering {overload} has kind {kind!r}, expected 'native' or 'python'", where=where
+        )
     return Lowering(normalize_overload(overload, where=where), kind, str(get("source", "") or ""))
 
 
@@ -91,7 +99,9 @@ def _declined(unsupported: Mapping[str, Iterable[str]] | None) -> dict[str, str]
     for feature, targets in (unsupported or {}).items():
         for target in targets:
             if "::" in target:  # "fallback:<DispatchKey>" entries are not per-op kernels
-                declined[normalize_overload(target, where=f"unsupported_features()[{feature!r}]")] = feature
+                declined[
+                    normalize_overload(target, where=f"unsupported_features()[{feature!r}]")
+                ] = feature
     return declined
 
 
@@ -108,50 +118,69 @@ def static_table(
     refuses it. Raises ConfigError for a malformed registry entry.
     """
     key = dispatch_key_for(device_type)
+    # Check the registry before the (slower) dispatcher scan, so bad entries fail fast.
+    listed = [_as_lowering(item, position) for position, item in enumerate(lowerings or ())]
+    declined = _declined(unsupported)
     overloads = aten_overloads()
     view = dispatcher_view(key, list(overloads))
     registry: dict[str, Lowering] = {}
     other: list[str] = []
     disagreements: list[Disagreement] = []
-    for position, item in enumerate(lowerings or ()):
-        lowering = _as_lowering(item, position)
+    for lowering in listed:
         if not is_aten(lowering.overload):
             other.append(lowering.overload)
         elif lowering.overload not in overloads:
             disagreements.append(
-                Disagreement(lowering.overload, f"{lowering.kind} lowering", "no such overload",
-                             "the registry lowers an overload this torch does not define")
+                Disagreement(
+                    lowering.overload,
+                    f"{lowering.kind} lowering",
+                    "no such overload",
+                    "the registry lowers an overload this torch does not define",
+                )
             )
         else:
             registry[lowering.overload] = lowering
 
-    declined = _declined(unsupported)
     ops: dict[str, OpStatus] = {}
     for name, tags in overloads.items():
         entry = view[name]
         kind, source = entry.kind, entry.source
         lowering = registry.get(name)
         if name in declined and lowering is None and entry.status == "native":
-            ops[name] = OpStatus(name, "missing", f"unsupported:{declined[name]}", source, "core" in tags)
+            ops[name] = OpStatus(
+                name, "missing", f"unsupported:{declined[name]}", source, "core" in tags
+            )
             continue
         if lowering is not None:
             said = f"{lowering.kind} lowering at {lowering.source or '?'}"
             if entry.status != "native":
                 disagreements.append(
-                    Disagreement(name, said, f"{entry.status} {entry.kind}".strip(),
-                                 "listed in the registry, but the dispatcher runs no kernel of the backend")
+                    Disagreement(
+                        name,
+                        said,
+                        f"{entry.status} {entry.kind}".strip(),
+                        "listed in the registry, but the dispatcher runs no kernel of the backend",
+                    )
                 )
             elif lowering.kind != entry.kind:
                 disagreements.append(
-                    Disagreement(name, said, f"{entry.kind} kernel at {entry.source}",
-                                 "the registry's kind contradicts the file the dispatcher names")
+                    Disagreement(
+                        name,
+                        said,
+                        f"{entry.kind} kernel at {entry.source}",
+                        "the registry's kind contradicts the file the dispatcher names",
+                    )
                 )
             else:
                 kind, source = lowering.kind, lowering.source or entry.source
         elif lowerings is not None and entry.status == "native":
             disagreements.append(
-                Disagreement(name, "not listed", f"{entry.kind} kernel at {entry.source}",
-                             "the dispatcher runs a backend kernel the registry does not list")
+                Disagreement(
+                    name,
+                    "not listed",
+                    f"{entry.kind} kernel at {entry.source}",
+                    "the dispatcher runs a backend kernel the registry does not list",
+                )
             )
         ops[name] = OpStatus(name, entry.status, kind, source, in_core="core" in tags)
     return StaticTable(

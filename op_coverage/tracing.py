@@ -90,7 +90,8 @@ def _make_mode(device_type: str | None) -> Any:
                 return func(*args, **kwargs)
             device_kwarg = kwargs.get("device")
             if names_device(args) or (
-                kwargs and names_device(kwargs.values() if device_kwarg is None else (device_kwarg,))
+                kwargs
+                and names_device(kwargs.values() if device_kwarg is None else (device_kwarg,))
             ):
                 seen.add(func)
                 return func(*args, **kwargs)

@@ -117,8 +117,16 @@ def triage(
         for name, row in counts.iterrows():
             status, in_core = (statuses or {}).get(str(name), ("", None))
             rows.append(
-                BlockingOp(str(name), int(row["tests"]), int(row["templates"]), int(row["opinfos"]),
-                           dtypes[name], ids[name], status, in_core)
+                BlockingOp(
+                    str(name),
+                    int(row["tests"]),
+                    int(row["templates"]),
+                    int(row["opinfos"]),
+                    dtypes[name],
+                    ids[name],
+                    status,
+                    in_core,
+                )
             )
     rows.sort(key=lambda r: (-r.tests, -r.templates, r.op))
     still = [r for r in rows if r.status in ("", "missing")]
@@ -140,7 +148,11 @@ def dtype_grid(records: pandas.DataFrame, ops: list[str] | None = None) -> panda
     grid = pandas.crosstab(blocked["blocking_op"], blocked["dtype"])
     if grid.empty:
         return grid
-    order = list(ops) if ops is not None else list(grid.sum(axis=1).sort_values(ascending=False, kind="stable").index)
+    order = (
+        list(ops)
+        if ops is not None
+        else list(grid.sum(axis=1).sort_values(ascending=False, kind="stable").index)
+    )
     grid = grid.reindex([op for op in order if op in grid.index])
     columns = grid.sum(axis=0).sort_values(ascending=False, kind="stable").index
     grid = grid[columns]

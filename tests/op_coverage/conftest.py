@@ -24,7 +24,9 @@ def frame(rows: list[dict[str, Any]]) -> pandas.DataFrame:
     return pandas.DataFrame.from_records(rows)
 
 
-def write_run(folder: Path, rows: list[dict[str, Any]], backend: str = "cpu", run_id: str = "r1") -> Path:
+def write_run(
+    folder: Path, rows: list[dict[str, Any]], backend: str = "cpu", run_id: str = "r1"
+) -> Path:
     """A run folder as the store lays it out: meta.json plus outcomes.jsonl."""
     folder.mkdir(parents=True, exist_ok=True)
     meta = RunMeta(run_id=run_id, backend=backend, torch_version="2.13.0", complete=False)
@@ -47,22 +49,88 @@ def planted_rows() -> list[dict[str, Any]]:
     in two templates, one skiplist-skipped on cumsum.out, passes, and a rerun."""
     f = "test_ops.py::TestCommon::"
     return [
-        blocked(f + "test_out_sin_float32", "aten::sin.out", template="test_out", op="sin", dtype="float32"),
-        blocked(f + "test_out_sin_float64", "aten::sin.out", template="test_out", op="sin", dtype="float64"),
-        blocked(f + "test_noncontiguous_sin_float32", "aten::sin.out", template="test_noncontiguous",
-                op="sin", dtype="float32"),
-        blocked(f + "test_out_abs_int64", "aten::random_.from", template="test_out", op="abs", dtype="int64"),
-        blocked(f + "test_out_neg_int32", "aten::random_.from", template="test_out", op="neg", dtype="int32"),
-        blocked(f + "test_noncontiguous_neg_int32", "random_.from", template="test_noncontiguous",
-                op="neg", dtype="int32"),
-        blocked(f + "test_out_cumsum_float32", "aten::cumsum.out", template="test_out", op="cumsum",
-                dtype="float32", outcome="skipped", skip_entry="skiplists/emu.toml:3"),
-        record(f + "test_out_add_float32", template="test_out", op="add", dtype="float32", outcome="passed",
-               ops_dispatched=["aten::add.out", "aten::empty.memory_format"]),
-        record(f + "test_out_mul_float32", template="test_out", op="mul", dtype="float32", outcome="passed",
-               ops_dispatched=["aten::mul.out"], ops_fallback=["aten::mul.out"]),
+        blocked(
+            f + "test_out_sin_float32",
+            "aten::sin.out",
+            template="test_out",
+            op="sin",
+            dtype="float32",
+        ),
+        blocked(
+            f + "test_out_sin_float64",
+            "aten::sin.out",
+            template="test_out",
+            op="sin",
+            dtype="float64",
+        ),
+        blocked(
+            f + "test_noncontiguous_sin_float32",
+            "aten::sin.out",
+            template="test_noncontiguous",
+            op="sin",
+            dtype="float32",
+        ),
+        blocked(
+            f + "test_out_abs_int64",
+            "aten::random_.from",
+            template="test_out",
+            op="abs",
+            dtype="int64",
+        ),
+        blocked(
+            f + "test_out_neg_int32",
+            "aten::random_.from",
+            template="test_out",
+            op="neg",
+            dtype="int32",
+        ),
+        blocked(
+            f + "test_noncontiguous_neg_int32",
+            "random_.from",
+            template="test_noncontiguous",
+            op="neg",
+            dtype="int32",
+        ),
+        blocked(
+            f + "test_out_cumsum_float32",
+            "aten::cumsum.out",
+            template="test_out",
+            op="cumsum",
+            dtype="float32",
+            outcome="skipped",
+            skip_entry="skiplists/emu.toml:3",
+        ),
+        record(
+            f + "test_out_add_float32",
+            template="test_out",
+            op="add",
+            dtype="float32",
+            outcome="passed",
+            ops_dispatched=["aten::add.out", "aten::empty.memory_format"],
+        ),
+        record(
+            f + "test_out_mul_float32",
+            template="test_out",
+            op="mul",
+            dtype="float32",
+            outcome="passed",
+            ops_dispatched=["aten::mul.out"],
+            ops_fallback=["aten::mul.out"],
+        ),
         # A rerun that passed: the last record wins, so this test is not blocked.
-        blocked(f + "test_out_exp_float32", "aten::exp.out", template="test_out", op="exp", dtype="float32"),
-        record(f + "test_out_exp_float32", template="test_out", op="exp", dtype="float32", outcome="passed",
-               rerun=1),
+        blocked(
+            f + "test_out_exp_float32",
+            "aten::exp.out",
+            template="test_out",
+            op="exp",
+            dtype="float32",
+        ),
+        record(
+            f + "test_out_exp_float32",
+            template="test_out",
+            op="exp",
+            dtype="float32",
+            outcome="passed",
+            rerun=1,
+        ),
     ]

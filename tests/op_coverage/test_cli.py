@@ -48,7 +48,10 @@ def test_triage_grid_and_json(ops, tmp_path, planted_rows):
     code, out, _ = ops("triage", str(run), "--json", "--grid", "--top", "1")
     payload = json.loads(out)
     assert payload["ranked"][0]["op"] == "aten::random_.from"
-    assert payload["ranked"][0]["test_ids"][0] == "test_ops.py::TestCommon::test_noncontiguous_neg_int32"
+    assert (
+        payload["ranked"][0]["test_ids"][0]
+        == "test_ops.py::TestCommon::test_noncontiguous_neg_int32"
+    )
     assert payload["grid"] == {"aten::random_.from": {"int32": 2, "int64": 1}}
 
 
@@ -65,7 +68,11 @@ def test_snapshot_then_triage_uses_the_static_status(ops, tmp_path, planted_rows
 
 def test_diff_of_two_runs_compares_tests(ops, tmp_path, planted_rows):
     a = write_run(tmp_path / "a", planted_rows, run_id="a")
-    b = write_run(tmp_path / "b", [*planted_rows[:-2], record("t.py::C::test_new", outcome="passed")], run_id="b")
+    b = write_run(
+        tmp_path / "b",
+        [*planted_rows[:-2], record("t.py::C::test_new", outcome="passed")],
+        run_id="b",
+    )
     for run in (a, b):
         assert ops("snapshot", str(run), "--no-opinfo")[0] == 0
     code, out, _ = ops("diff", str(a), str(b))

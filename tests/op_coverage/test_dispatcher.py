@@ -6,7 +6,14 @@ import torch
 from conformance.errors import ConfigError, ConformanceError
 from op_coverage.dispatcher import _classify, aten_overloads, dispatch_key_for, dispatcher_view
 
-OPS = ["aten::add.Tensor", "aten::add.out", "aten::matmul", "aten::zeros", "aten::cumsum.out", "aten::sin"]
+OPS = [
+    "aten::add.Tensor",
+    "aten::add.out",
+    "aten::matmul",
+    "aten::zeros",
+    "aten::cumsum.out",
+    "aten::sin",
+]
 
 
 def test_every_aten_overload_with_its_tags():
@@ -22,8 +29,14 @@ def test_cpu_view_names_kernel_kinds():
     view = dispatcher_view("CPU", OPS)
     assert (view["aten::add.out"].status, view["aten::add.out"].kind) == ("native", "native")
     assert "RegisterCPU" in view["aten::add.out"].source
-    assert (view["aten::matmul"].status, view["aten::matmul"].kind) == ("composite", "CompositeImplicitAutograd")
-    assert (view["aten::zeros"].status, view["aten::zeros"].kind) == ("composite", "CompositeExplicitAutograd")
+    assert (view["aten::matmul"].status, view["aten::matmul"].kind) == (
+        "composite",
+        "CompositeImplicitAutograd",
+    )
+    assert (view["aten::zeros"].status, view["aten::zeros"].kind) == (
+        "composite",
+        "CompositeExplicitAutograd",
+    )
 
 
 def test_privateuse1_without_a_backend_has_only_composites():
@@ -50,8 +63,12 @@ def test_whole_view_agrees_with_the_boolean_queries():
         ("PrivateUse1: registered at /x/csrc/emu_core.cpp:212 [kernel]", "native", "native"),
         ("PrivateUse1: registered at /x/fallback.py:14 [backend fallback]", "fallback", "fallback"),
         ("PrivateUse1: fallthrough registered at /x/a.cpp:3 [backend fallback]", "missing", ""),
-        ("PrivateUse1: registered at /b/RegisterCompositeExplicitAutogradNonFunctional_0.cpp:1342 "
-         "[default backend kernel]", "composite", "CompositeExplicitAutogradNonFunctional"),
+        (
+            "PrivateUse1: registered at /b/RegisterCompositeExplicitAutogradNonFunctional_0.cpp:1342 "
+            "[default backend kernel]",
+            "composite",
+            "CompositeExplicitAutogradNonFunctional",
+        ),
     ],
 )
 def test_dump_lines(line, status, kind):

@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+# A fresh process that loads emu and builds its tables takes 10-20 s on 2 cores.
+pytestmark = pytest.mark.slow
+
 BACKEND_TREE = Path(__file__).resolve().parents[2] / "backend"
 
 SCRIPT = textwrap.dedent(
@@ -96,7 +99,9 @@ def _emu_env() -> dict[str, str] | None:
     if importlib.util.find_spec("torch_emu") is not None:
         return env
     if any(BACKEND_TREE.glob("torch_emu/_C*.so")):
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BACKEND_TREE), env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(BACKEND_TREE), env.get("PYTHONPATH")])
+        )
         return env
     return None
 
@@ -108,7 +113,9 @@ def emu(tmp_path_factory) -> dict:
         pytest.skip("torch_emu is neither installed nor built in backend/")
     script = tmp_path_factory.mktemp("emu") / "emu_coverage.py"
     script.write_text(SCRIPT, encoding="utf-8")
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -123,7 +130,11 @@ def test_static_table_agrees_with_the_dispatcher_and_the_registry(emu):
 def test_missing_op_blocks_its_test_and_is_ranked(emu):
     assert emu["before_status"] == "missing"
     before = emu["before"]
-    assert (before["outcome"], before["detail"], before["backend"]) == ("failed", "aten::digamma.out", "emu")
+    assert (before["outcome"], before["detail"], before["backend"]) == (
+        "failed",
+        "aten::digamma.out",
+        "emu",
+    )
     assert emu["ranked_before"] == ["aten::digamma.out"]
     assert "aten::digamma" in before["ops"]  # traced on emu: the op the test called
 
@@ -136,7 +147,9 @@ def test_cpu_fallback_is_seen_statically_and_per_test(emu):
 
 def test_lowering_added_at_run_time_moves_op_to_native_and_unblocks_its_test(emu):
     assert emu["after_status"] == ["native", "python"]
-    assert emu["after_problems"] == ["the dispatcher runs a backend kernel the registry does not list"]
+    assert emu["after_problems"] == [
+        "the dispatcher runs a backend kernel the registry does not list"
+    ]
     assert emu["resolved_by_table"] == ["aten::digamma.out"]
     assert emu["after"]["outcome"] == "passed"
     assert emu["ranked_after"] == []

@@ -23,7 +23,7 @@ def test_every_spelling_maps_to_the_dispatcher_spelling(text, expected):
 
 @pytest.mark.parametrize("text", ["", "add", "aten::", "aten::add.Tensor.x", "Could not run"])
 def test_non_names_are_refused_with_where(text):
-    with pytest.raises(ConfigError, match="skiplists/emu.toml:3"):
+    with pytest.raises(ConfigError, match=r"skiplists/emu\.toml:3"):
         normalize_overload(text, where="skiplists/emu.toml:3")
 
 

@@ -53,7 +53,9 @@ def test_denominators_are_named_versioned_and_add_up(tmp_path, planted_rows, cpu
     assert denominators["aten_all"]["version"].startswith("torch 2.")
     assert denominators["suite_exercised"]["version"] == "run r1"
     for d in denominators.values():
-        assert d["native"] + d["composite"] + d["fallback"] + d["missing"] + d["unknown"] == d["count"]
+        assert (
+            d["native"] + d["composite"] + d["fallback"] + d["missing"] + d["unknown"] == d["count"]
+        )
     exercised = denominators["suite_exercised"]
     # dispatched: add.out, empty.memory_format, mul.out; blocked on: sin.out, random_.from,
     # cumsum.out (the rerun's exp.out passed, so it does not count)
@@ -78,5 +80,7 @@ def test_unreadable_snapshots_are_named(tmp_path):
 
 @pytest.mark.slow
 def test_opinfo_denominator_maps_entries_to_their_overloads():
-    ops = opinfo_overloads(["aten::add.Tensor", "aten::add_.Tensor", "aten::add.out", "aten::_foobar"])
+    ops = opinfo_overloads(
+        ["aten::add.Tensor", "aten::add_.Tensor", "aten::add.out", "aten::_foobar"]
+    )
     assert ops == {"aten::add.Tensor", "aten::add_.Tensor", "aten::add.out"}

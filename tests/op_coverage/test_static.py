@@ -64,11 +64,14 @@ def registered(tmp_path_factory) -> dict:
     # A real file, as a backend's lowerings are: the dispatcher records its name and line.
     script = tmp_path_factory.mktemp("lowering") / "planted_lowerings.py"
     script.write_text(SCRIPT, encoding="utf-8")
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=240
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_static_table_agrees_with_the_dispatcher(registered):
     for side in ("before", "after", "fallback"):
         facts = registered[side]
@@ -77,6 +80,7 @@ def test_static_table_agrees_with_the_dispatcher(registered):
         assert facts["counts"]["native"] == len(facts["native_by_dispatcher"])
 
 
+@pytest.mark.slow
 def test_a_lowering_added_at_run_time_moves_its_op_to_native(registered):
     assert registered["before"]["rows"]["aten::cumsum.out"][0] == "missing"
     status, kind, source = registered["after"]["rows"]["aten::cumsum.out"]
@@ -84,6 +88,7 @@ def test_a_lowering_added_at_run_time_moves_its_op_to_native(registered):
     assert registered["after"]["counts"]["native"] == registered["before"]["counts"]["native"] + 2
 
 
+@pytest.mark.slow
 def test_registry_and_dispatcher_disagreements_are_reported(registered):
     problems = dict(map(tuple, registered["after"]["disagreements"]))
     assert "no kernel of the backend" in problems["aten::sin.out"]  # listed, not registered
@@ -92,6 +97,7 @@ def test_registry_and_dispatcher_disagreements_are_reported(registered):
     assert registered["other"] == ["emu::cpu_alias"]
 
 
+@pytest.mark.slow
 def test_a_backend_fallback_turns_missing_ops_into_fallback(registered):
     facts = registered["fallback"]
     assert facts["rows"]["aten::sin.out"][0] == "fallback"
@@ -100,6 +106,7 @@ def test_a_backend_fallback_turns_missing_ops_into_fallback(registered):
     assert facts["disagreements"] == []  # no registry: the dispatcher alone
 
 
+@pytest.mark.slow
 def test_runtime_lowering_takes_its_tests_out_of_the_blocked_list(registered, planted_rows):
     records = frame(planted_rows)
     before = {op: (row[0], False) for op, row in registered["before"]["rows"].items()}

@@ -18,7 +18,9 @@ def test_ranking_counts_distinct_tests_templates_and_opinfos(planted_rows):
     assert result.ranked[0].headline() == (
         "lower aten::random_.from: 3 tests no longer blocked (in 2 templates / 2 OpInfos)"
     )
-    assert result.ranked[2].headline().endswith("1 test no longer blocked (in 1 template / 1 OpInfo)")
+    assert (
+        result.ranked[2].headline().endswith("1 test no longer blocked (in 1 template / 1 OpInfo)")
+    )
     assert result.blocked_total == 7
 
 
