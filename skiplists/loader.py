@@ -67,7 +67,7 @@ _DTYPE_NAMES = (
     "half", "float", "double", "cfloat", "cdouble", "chalf", "long", "int", "short",
     "bits8", "bits16", "bits1x8", "bits2x4", "bits4x2",
 )  # fmt: skip
-_DTYPE = re.compile(f"(?:{'|'.join(_DTYPE_NAMES)})(?:_(?:{'|'.join(_DTYPE_NAMES)}))*")
+DTYPE_PATTERN = re.compile(f"(?:{'|'.join(_DTYPE_NAMES)})(?:_(?:{'|'.join(_DTYPE_NAMES)}))*")
 
 
 def torch_release(torch_version: str) -> str:
@@ -265,7 +265,7 @@ def _selector(table: Mapping[str, Any], fail: Any, text: Any) -> Selector:
     if not isinstance(dtypes, list) or ("dtypes" in table and not dtypes):
         raise fail('must be a non-empty list of dtype names, e.g. ["float16"]', "dtypes")
     for dtype in dtypes:
-        if not isinstance(dtype, str) or not _DTYPE.fullmatch(dtype):
+        if not isinstance(dtype, str) or not DTYPE_PATTERN.fullmatch(dtype):
             raise fail(f"{dtype!r} is not a torch dtype name (float32, bfloat16, ...)", "dtypes")
     if len(set(dtypes)) != len(dtypes):
         raise fail("lists the same dtype twice", "dtypes")

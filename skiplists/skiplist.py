@@ -111,7 +111,7 @@ class Skiplist:
                     if current is None or entry.layer >= current.layer:
                         self._exact[test_id] = entry
             elif selector.pattern:
-                file = selector.file or _literal_file(selector.pattern)
+                file = selector.file or literal_file(selector.pattern)
                 bucket = (
                     self._patterns_by_file.setdefault(file, _PatternBucket())
                     if file
@@ -242,7 +242,7 @@ def _selection_keys(entry: SkipEntry) -> list[object]:
     return [(*base[:6], dtype, base[7]) for dtype in selector.dtypes or ("",)]
 
 
-def _literal_file(pattern: str) -> str:
+def literal_file(pattern: str) -> str:
     """The file a pattern is confined to, when it starts with a literal ``file::``."""
     if "|" in pattern:  # an alternation may leave the file
         return ""

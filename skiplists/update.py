@@ -1,0 +1,164 @@
+"""``update --from RUN``: add a run's unexpected failures, mark (or prune) entries that pass.
+
+New entries get an inferred category and detail (the record's classification when the
+run made one, else inferred here from the message), a reason in words, a review date,
+and exact test_ids, grouped by test template so one entry covers a template's variants
+that fail the same way.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skiplists.edit import SkiplistText
+from skiplists.entry import SkipEntry
+from skiplists.runs import RunFacts, passes
+from skiplists.skiplist import Skiplist
+
+__all__ = ["PassingEntry", "UpdatePlan", "apply_plan", "infer_category", "plan_update"]
+
+_FAILING = frozenset({"failed", "error", "crashed", "timeout"})
+
+# (pattern on the failure message, category, how to get the detail from the match)
+_RULES: tuple[tuple[re.Pattern[str], str, int | str], ...] = (
+    (re.compile(r"Could not run '(\w+::[\w.]+)' with arguments from the '\w+' backend"), "missing_lowering", 1),
+    (re.compile(r"(?:NotImplementedError|not implemented)\W.*?'?(aten::[\w.]+)"), "missing_lowering", 1),
+    (re.compile(r"\"?\w+\"? not implemented for '(\w+)'"), "unsupported_dtype", 1),
+    (re.compile(r"(?i)\bsparse\b"), "unsupported_feature", "sparse"),
+    (re.compile(r"(?i)nested ?tensor"), "unsupported_feature", "nested"),
+    (re.compile(r"(?i)forward[- ]?(?:mode )?AD|fwAD"), "unsupported_feature", "forward_ad"),
+    (re.compile(r"(?i)dynamic shape|SymInt"), "unsupported_feature", "dynamic_shapes"),
+    (re.compile(r"not close|Mismatched elements|Scalars are not (?:equal|close)"), "numerical_mismatch", ""),
+    (re.compile(r"not raised|Regex(?: pattern)? did not match|didn't match"), "wrong_error", ""),
+)  # fmt: skip
+
+
+def infer_category(record: Mapping[str, Any]) -> tuple[str, str]:
+    """(category, detail) of a failed record: the run's own classification when it has one."""
+    if record.get("category"):
+        return str(record["category"]), str(record.get("detail") or "")
+    if record["outcome"] == "crashed":
+        return "crash", ""
+    if record["outcome"] == "timeout":
+        return "timeout", ""
+    message = str(record.get("message") or "")
+    for pattern, category, detail in _RULES:
+        found = pattern.search(message)
+        if found is not None:
+            return category, found.group(detail) if isinstance(detail, int) else detail
+    return "other", ""
+
+
+def _reason(category: str, detail: str, record: Mapping[str, Any], backend: str) -> str:
+    first_line = next(
+        (ln.strip() for ln in str(record.get("message") or "").splitlines() if ln.strip()), ""
+    )
+    seen = first_line[:160] or f"outcome {record['outcome']}"
+    if category == "missing_lowering" and detail:
+        return f"{detail} has no lowering on {backend}"
+    if category == "unsupported_dtype" and detail:
+        return f"{backend} does not support {detail} here: {seen}"
+    if category == "unsupported_feature" and detail:
+        return f"{backend} does not support {detail}: {seen}"
+    if category == "crash":
+        return f"crashes the worker on {backend}: {seen}"
+    if category == "timeout":
+        return f"hangs on {backend} past the per-test time limit"
+    return f"{category.replace('_', ' ')} on {backend}: {seen}"
+
+
+@dataclass
+class PassingEntry:
+    entry: SkipEntry
+    passing: list[str]  # test_ids that passed
+    selected: int  # tests the entry selected in the run
+
+
+@dataclass
+class UpdatePlan:
+    run_id: str
+    additions: list[dict[str, Any]] = field(default_factory=list)
+    passing: list[PassingEntry] = field(default_factory=list)
+
+
+def plan_update(
+    skiplist: Skiplist, facts: RunFacts, *, today: dt.date, review_days: int = 90
+) -> UpdatePlan:
+    """What a run says about the skiplist: failures no entry covers, entries whose tests pass."""
+    backend = facts.meta.backend or "the backend"
+    plan = UpdatePlan(run_id=facts.meta.run_id)
+    groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = defaultdict(list)
+    stats: dict[str, PassingEntry] = {}
+    identities = {identity.nodeid: identity for identity in facts.identities}
+    for record in facts.records:
+        identity = identities[record["nodeid"]]
+        entry = skiplist.match(identity)
+        if entry is not None:
+            stat = stats.setdefault(entry.where, PassingEntry(entry, [], 0))
+            stat.selected += 1
+            if passes(record):
+                stat.passing.append(record["test_id"])
+        elif record["outcome"] in _FAILING:
+            category, detail = infer_category(record)
+            tier = "deselect" if category in ("crash", "timeout") else "xfail"
+            key = (tier, category, detail, record["file"], record["test_class"], record["template"])
+            groups[key].append(record)
+    review = today + dt.timedelta(days=review_days) if review_days > 0 else None
+    for (tier, category, detail, *_where), records in sorted(groups.items()):
+        test_ids = sorted({r["test_id"] for r in records})
+        plan.additions.append(
+            {
+                "test_id": test_ids[0] if len(test_ids) == 1 else test_ids,
+                "tier": tier,
+                "category": category,
+                "detail": detail,
+                "reason": _reason(category, detail, records[0], backend),
+                "review": review,
+            }
+        )
+    plan.passing = [s for s in stats.values() if s.passing]
+    return plan
+
+
+def apply_plan(
+    plan: UpdatePlan, target: Path | None, *, prune: bool, today: dt.date
+) -> dict[Path, tuple[str, str]]:
+    """Edit the files: additions go to ``target`` (None: none are written); passing entries are marked, or with
+    ``prune`` removed (test_id lists lose their passing ids; other entries go only when
+    every test they selected passed). Returns ``{path: (old text, new text)}``."""
+    files: dict[Path, SkiplistText] = {}
+
+    def text_of(path: Path) -> SkiplistText:
+        key = path.resolve()
+        if key not in files:
+            files[key] = SkiplistText.read(path)
+        return files[key]
+
+    for stat in plan.passing:
+        entry = stat.entry
+        editor = text_of(entry.path)
+        if prune and entry.selector.test_ids:
+            editor.drop_test_ids(entry.index, stat.passing)
+        elif prune and len(stat.passing) == stat.selected:
+            editor.remove(entry.index)
+        else:
+            editor.mark(
+                entry.index,
+                f"{len(stat.passing)} of {stat.selected} selected tests passed in run "
+                f"{plan.run_id} ({today}), e.g. {stat.passing[0]}",
+            )
+    if target is not None and plan.additions:
+        text_of(target).append(plan.additions, f"added from run {plan.run_id} on {today}")
+    result = {}
+    for path, editor in files.items():
+        old = path.read_text(encoding="utf-8") if path.exists() else ""
+        new = editor.text()
+        if new != old:
+            result[editor.path] = (old, new)
+    return result
