@@ -257,17 +257,19 @@ def literal_file(pattern: str) -> str:
 
 
 def _raise_duplicate(entry: SkipEntry, earlier: SkipEntry) -> None:
-    field = (
-        "test_id"
-        if entry.selector.test_ids
-        else ("pattern" if entry.selector.pattern else "selector")
-    )
+    selector = entry.selector
+    if selector.test_ids:
+        field = "test_id"
+    elif selector.pattern:
+        field = "pattern"
+    else:
+        field = _present_keys(entry)[0]
     same = (earlier.tier, earlier.category) == (entry.tier, entry.category)
     problem = "duplicates" if same else f"conflicts with (tier {earlier.tier} vs {entry.tier})"
     raise SkiplistError(
-        f"{entry.selector.describe()} {problem} the entry at line {earlier.line}",
+        f"{selector.describe()} {problem} the entry at line {earlier.line}",
         file=entry.path,
-        line=entry.line_of(field if field != "selector" else next(iter(_present_keys(entry)), "")),
+        line=entry.line_of(field),
         field=field,
     )
 
