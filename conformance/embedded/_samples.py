@@ -1,0 +1,110 @@
+"""Samples and results shared by the embedded suite's templates.
+
+Samples are generated on the CPU from a fixed seed and then copied to the device under
+test, so the device and the CPU reference see exactly the same values, and sample
+generation does not depend on the device's random number generator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from conformance.embedded.selection import max_samples
+
+__all__ = [
+    "SEED",
+    "call",
+    "cpu_samples",
+    "device_tensors",
+    "error_inputs",
+    "grad_inputs",
+    "noting",
+    "tensor_outputs",
+    "to_cpu",
+    "to_device",
+]
+
+#: Seed for sample generation and for every op call that draws random numbers.
+SEED = 1234
+
+
+def _limited(samples, limit: int | None) -> list:
+    return list(samples if limit is None else itertools.islice(samples, limit))
+
+
+def cpu_samples(op, dtype: torch.dtype, *, requires_grad: bool = False, reference: bool = False):
+    """The op's samples for ``dtype``, generated on the CPU from :data:`SEED`.
+
+    ``reference=True`` adds the OpInfo's reference inputs to the samples. At most
+    :func:`~conformance.embedded.selection.max_samples` are returned.
+
+    The OpInfo's sample functions are called directly: ``OpInfo.sample_inputs`` wraps them
+    in a tracker that walks the interpreter stack with source context on every call, which
+    costs about a third of a second per call under pytest.
+    """
+    torch.manual_seed(SEED)
+    samples = op.sample_inputs_func(op, "cpu", dtype, requires_grad)
+    if reference and op.reference_inputs_func is not None:
+        extra = op.reference_inputs_func(op, "cpu", dtype, requires_grad)
+        samples = itertools.chain(samples, extra)
+    return _limited(samples, max_samples())
+
+
+def error_inputs(op, device: str):
+    """The OpInfo's error inputs, built on ``device`` (several are about device placement)."""
+    torch.manual_seed(SEED)
+    return list(op.error_inputs_func(op, device))
+
+
+@contextlib.contextmanager
+def noting(index: int, sample) -> Iterator[None]:
+    """Adds the failing sample's index and summary to any exception, keeping its type."""
+    try:
+        yield
+    except Exception as exc:
+        exc.add_note(f"while testing sample {index}: {sample.summary()}")
+        raise
+
+
+def to_device(sample, device: str | torch.device):
+    """A copy of ``sample`` with every tensor moved to ``device`` (leaves keep requires_grad)."""
+
+    def move(t: Any) -> Any:
+        if isinstance(t, torch.Tensor):
+            return t.detach().to(device).requires_grad_(t.requires_grad)
+        return t
+
+    return sample.transform(move)
+
+
+def call(fn, sample, **extra):
+    """Call ``fn`` on the sample, seeding first so random ops draw the same numbers."""
+    torch.manual_seed(SEED)
+    return fn(sample.input, *sample.args, **sample.kwargs, **extra)
+
+
+def to_cpu(result: Any) -> Any:
+    """``result`` with every tensor detached and copied to the CPU, structure kept."""
+    return tree_map(lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x, result)
+
+
+def tensor_outputs(result: Any) -> list[torch.Tensor]:
+    """The tensors in a (possibly nested) result, in order."""
+    return [x for x in tree_flatten(result)[0] if isinstance(x, torch.Tensor)]
+
+
+def device_tensors(sample) -> Iterator[torch.Tensor]:
+    """Every tensor of a sample: input, args, kwargs, including ones inside lists."""
+    leaves = tree_flatten((sample.input, sample.args, sample.kwargs))[0]
+    return (x for x in leaves if isinstance(x, torch.Tensor))
+
+
+def grad_inputs(sample) -> list[torch.Tensor]:
+    """The sample's tensors that require grad (the leaves a backward pass differentiates)."""
+    return [t for t in device_tensors(sample) if t.requires_grad]

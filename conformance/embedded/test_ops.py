@@ -1,0 +1,342 @@
+"""Operator templates over ``op_db``: forward results, ``out=``, variants, strides, dtypes, errors.
+
+Naming: the class is called ``TestCommon`` and the templates carry the names of upstream's
+``test/test_ops.py`` tests that check the same property (``test_compare_cpu``, ``test_out``,
+``test_out_warning``, ``test_variant_consistency_eager``, ``test_noncontiguous_samples``,
+``test_dtypes``, ``test_errors``). ``@ops`` applies an OpInfo's ``DecorateInfo`` entries by
+class and test name, so these names make every OpInfo's own skips, expected failures and
+tolerance overrides for ``("TestCommon", "test_out")`` and the rest apply here, for the device
+type under test. The code is our own; each template checks what its namesake checks, so the
+upstream expectations keep their meaning. Where they do not, the docstring says so.
+
+Samples are generated on the CPU from a fixed seed and copied to the device (see
+``_samples``), so comparisons against the CPU use the same values. On ``cpu`` the suite still
+runs the CPU reference computation; those comparisons then check determinism.
+"""
+
+from __future__ import annotations
+
+import copy
+import unittest
+import warnings
+
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests, ops
+from torch.testing._internal.common_dtype import all_types_and_complex_and
+from torch.testing._internal.common_utils import TestCase, run_tests
+from torch.testing._internal.opinfo.core import DecorateInfo
+
+from conformance.embedded._samples import (
+    call,
+    cpu_samples,
+    error_inputs,
+    grad_inputs,
+    noting,
+    tensor_outputs,
+    to_cpu,
+    to_device,
+)
+from conformance.embedded.selection import dtypes_for, select_ops
+
+
+def _without_device_agnostic_xfails(op_list, cls_name: str, test_name: str) -> list:
+    """Copies of the OpInfos without expected failures for ``cls_name.test_name`` on all devices.
+
+    Upstream runs ``test_compare_cpu`` only on accelerators, so an expected failure declared
+    without a device type there records how an accelerator's kernels differ from the CPU's.
+    Against the CPU itself, or a backend built on CPU kernels, the comparison passes and
+    the expectation would report an unexpected success. Skips and tolerances stay.
+    """
+
+    def is_agnostic_xfail(d) -> bool:
+        return (
+            isinstance(d, DecorateInfo)
+            and d.cls_name == cls_name
+            and d.test_name == test_name
+            and d.device_type is None
+            and all(x is unittest.expectedFailure for x in d.decorators)
+        )
+
+    result = []
+    for op in op_list:
+        if any(is_agnostic_xfail(d) for d in op.decorators):
+            op = copy.copy(op)
+            op.decorators = tuple(d for d in op.decorators if not is_agnostic_xfail(d))
+        result.append(op)
+    return result
+
+
+def _fill_garbage(t: torch.Tensor) -> torch.Tensor:
+    # Values an op must never leave behind in out=: NaN, or the dtype's maximum.
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        return t.fill_(float("nan"))
+    if t.dtype == torch.bool:
+        return t.fill_(True)
+    return t.fill_(torch.iinfo(t.dtype).max)
+
+
+def _outputs_for_out(result):
+    """The output tensors as ``out=`` takes them, or None when out= cannot express them."""
+    if isinstance(result, torch.Tensor):
+        return result
+    if (
+        isinstance(result, (tuple, list))
+        and result
+        and all(isinstance(t, torch.Tensor) for t in result)
+    ):
+        return tuple(result)
+    return None
+
+
+def _like(expected, make):
+    if isinstance(expected, torch.Tensor):
+        return make(expected)
+    return tuple(make(t) for t in expected)
+
+
+def _as_tuple(x) -> tuple:
+    return (x,) if isinstance(x, torch.Tensor) else tuple(x)
+
+
+def _resize_warnings(caught) -> list:
+    return [w for w in caught if "resized" in str(w.message)]
+
+
+class TestCommon(TestCase):
+    exact_dtype = True
+
+    @ops(
+        _without_device_agnostic_xfails(
+            select_ops("test_compare_cpu"), "TestCommon", "test_compare_cpu"
+        ),
+        **dtypes_for("test_compare_cpu"),
+    )
+    def test_compare_cpu(self, device, dtype, op):
+        """Forward results on the device equal the CPU's on the same samples."""
+        full = bool(op.reference_inputs_func) and _selection_is_full()
+        for index, sample in enumerate(cpu_samples(op, dtype, reference=full)):
+            with noting(index, sample):
+                expected = sample.output_process_fn_grad(call(op, sample))
+                actual = call(op, to_device(sample, device))
+                for t in tensor_outputs(actual):
+                    self.assertEqual(t.device.type, torch.device(device).type, msg="output device")
+                actual = sample.output_process_fn_grad(to_cpu(actual))
+                self.assertEqual(actual, to_cpu(expected))
+
+    @ops(select_ops("test_out"), **dtypes_for("test_out"))
+    def test_out(self, device, dtype, op):
+        """``out=`` writes the result in place, resizes empty outs, checks dtype and device."""
+        for index, cpu_sample in enumerate(cpu_samples(op, dtype)):
+            with noting(index, cpu_sample):
+                sample = to_device(cpu_sample, device)
+                expected = _outputs_for_out(call(op, sample))
+                if expected is None:
+                    continue
+                expected_cpu = to_cpu(expected)
+
+                # Correct metadata, garbage values: the garbage must be overwritten, the very
+                # tensors passed are returned, and nothing is resized (so nothing warns).
+                out = _like(expected, lambda t: _fill_garbage(torch.empty_like(t)))
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    result = call(op, sample, out=out)
+                self.assertEqual(_resize_warnings(caught), [], msg="out= of the right shape warned")
+                for got, given in zip(_as_tuple(result), _as_tuple(out), strict=True):
+                    self.assertIs(got, given, msg="out= must return the out tensor itself")
+                self.assertEqual(to_cpu(out), expected_cpu)
+
+                # Empty outs are resized to the result's shape.
+                out = _like(expected, lambda t: t.new_empty((0,)))
+                call(op, sample, out=out)
+                self.assertEqual(to_cpu(out), expected_cpu)
+
+                # Non-contiguous outs of the right shape are written through their strides,
+                # in their own storage.
+                out = _like(expected, lambda t: _fill_garbage(t.new_empty((*t.shape, 2)))[..., 0])
+                ptrs = [t.data_ptr() for t in _as_tuple(out)]
+                call(op, sample, out=out)
+                self.assertEqual([t.data_ptr() for t in _as_tuple(out)], ptrs)
+                self.assertEqual(to_cpu(out), expected_cpu)
+
+                # A floating or complex result cannot be cast safely to an integer out.
+                if any(
+                    t.dtype.is_floating_point or t.dtype.is_complex for t in _as_tuple(expected)
+                ):
+                    out = _like(
+                        expected,
+                        lambda t: torch.empty_like(
+                            t,
+                            dtype=torch.long
+                            if (t.dtype.is_floating_point or t.dtype.is_complex)
+                            else t.dtype,
+                        ),
+                    )
+                    # Structured kernels raise RuntimeError, argument checks in C++ TypeError.
+                    with self.assertRaises((RuntimeError, TypeError), msg="unsafe cast into out="):
+                        call(op, sample, out=out)
+
+                # An out on another device raises (only checkable when the device is not the CPU).
+                if torch.device(device).type != "cpu":
+                    out = _like(expected, lambda t: torch.empty_like(t, device="cpu"))
+                    with self.assertRaises(RuntimeError, msg="out= on another device must raise"):
+                        call(op, sample, out=out)
+
+    @ops(select_ops("test_out_warning"), **dtypes_for("test_out_warning"))
+    def test_out_warning(self, device, dtype, op):
+        """Resizing a non-empty ``out=`` warns and still gives the result."""
+        for index, cpu_sample in enumerate(cpu_samples(op, dtype)):
+            with noting(index, cpu_sample):
+                sample = to_device(cpu_sample, device)
+                expected = _outputs_for_out(call(op, sample))
+                if expected is None:
+                    continue
+
+                # A non-empty out of another shape: ATen resizes it and warns.
+                out = _like(expected, lambda t: t.new_empty((t.numel() + 1,)))
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    call(op, sample, out=out)
+                self.assertTrue(_resize_warnings(caught), msg="resizing a non-empty out= must warn")
+                self.assertEqual(to_cpu(out), to_cpu(expected))
+
+    @ops(
+        select_ops("test_variant_consistency_eager"), **dtypes_for("test_variant_consistency_eager")
+    )
+    def test_variant_consistency_eager(self, device, dtype, op):
+        """Method, operator and in-place variants agree with the function, values and grads."""
+        requires_grad = op.supports_autograd and (dtype.is_floating_point or dtype.is_complex)
+        variants = [v for v in (op.method_variant, op.operator_variant) if v is not None]
+        inplace = [v for v in (op.inplace_variant, op.inplace_operator_variant) if v is not None]
+        for index, cpu_sample in enumerate(cpu_samples(op, dtype, requires_grad=requires_grad)):
+            with noting(index, cpu_sample):
+                sample = to_device(cpu_sample, device)
+                expected = call(op, sample)
+                expected_grads = _grads(expected, sample)
+                for variant in variants:
+                    got = call(variant, sample)
+                    self.assertEqual(to_cpu(got), to_cpu(expected))
+                    self.assertEqual(_grads(got, sample), expected_grads)
+                if sample.broadcasts_input or not isinstance(sample.input, torch.Tensor):
+                    continue
+                if not isinstance(expected, torch.Tensor) or expected.dtype != sample.input.dtype:
+                    continue
+                for variant in inplace:
+                    target = (
+                        sample.input.clone()
+                    )  # in-place on a leaf that requires grad is illegal
+                    got = call(variant, _with_input(sample, target))
+                    self.assertIs(got, target, msg="an in-place variant returns its input")
+                    self.assertEqual(to_cpu(target), to_cpu(expected))
+                    self.assertEqual(_grads(got, sample), expected_grads)
+
+    @ops(select_ops("test_noncontiguous_samples"), **dtypes_for("test_noncontiguous_samples"))
+    def test_noncontiguous_samples(self, device, dtype, op):
+        """Non-contiguous (strided) inputs give the results and grads contiguous ones give."""
+        requires_grad = op.supports_autograd and (dtype.is_floating_point or dtype.is_complex)
+        for index, cpu_sample in enumerate(cpu_samples(op, dtype, requires_grad=requires_grad)):
+            with noting(index, cpu_sample):
+                sample = to_device(cpu_sample, device)
+                strided = sample.noncontiguous()
+                expected = call(op, sample)
+                got = call(op, strided)
+                self.assertEqual(to_cpu(got), to_cpu(expected))
+                self.assertEqual(_grads(got, strided), _grads(expected, sample))
+
+    @ops(select_ops("test_dtypes"), **dtypes_for("test_dtypes"))
+    def test_dtypes(self, device, op):
+        """The dtypes that work are exactly the dtypes the OpInfo claims, forward and backward.
+
+        A dtype works when every sample runs; a dtype where only some samples run is
+        left out of both checks, as upstream does.
+        """
+        device_type = torch.device(device).type
+        forward_ok, forward_bad, backward_ok, backward_bad = set(), set(), set(), set()
+        for dtype in _ALL_DTYPES:
+            try:
+                samples = cpu_samples(op, dtype, requires_grad=_differentiable(op, dtype))
+            except Exception:
+                forward_bad.add(dtype)
+                continue
+            for cpu_sample in samples:
+                sample = to_device(cpu_sample, device)
+                try:
+                    result = call(op, sample)
+                except Exception:
+                    forward_bad.add(dtype)
+                    continue
+                forward_ok.add(dtype)
+                if not grad_inputs(sample):
+                    continue
+                outputs = tensor_outputs(sample.output_process_fn_grad(result))
+                if not outputs or not outputs[0].requires_grad:
+                    continue
+                try:
+                    torch.manual_seed(0)
+                    outputs[0].backward(torch.randn_like(outputs[0]))
+                    backward_ok.add(dtype)
+                except Exception:
+                    backward_bad.add(dtype)
+
+        claimed = set(op.supported_dtypes(device_type))
+        claimed_bwd = (
+            set(op.supported_backward_dtypes(device_type)) if op.supports_autograd else set()
+        )
+        problems = []
+        for kind, ok, bad, claim in (
+            ("forward", forward_ok, forward_bad, claimed),
+            ("backward", backward_ok, backward_bad, claimed_bwd & set(_ALL_DTYPES)),
+        ):
+            works, fails = ok - bad, bad - ok
+            if unclaimed := sorted(map(str, works - claim)):
+                problems.append(f"{kind} works for dtypes the OpInfo does not claim: {unclaimed}")
+            if broken := sorted(map(str, claim & fails)):
+                problems.append(f"{kind} fails for dtypes the OpInfo claims: {broken}")
+        if problems:
+            self.fail(f"{op.full_name} on {device_type}: " + "; ".join(problems))
+
+    @ops(select_ops("test_errors"), **dtypes_for("test_errors"))
+    def test_errors(self, device, op):
+        """Each of the OpInfo's error inputs raises its documented exception and message."""
+        for index, error in enumerate(error_inputs(op, device)):
+            sample = error.sample_input
+            with noting(index, sample), self.assertRaisesRegex(error.error_type, error.error_regex):
+                op(sample.input, *sample.args, **sample.kwargs)
+
+
+#: The dtypes test_dtypes tries. complex32 is left out: its claims in op_db are incomplete
+#: (several ops work for it without claiming it), so checking it would only report noise.
+_ALL_DTYPES = tuple(all_types_and_complex_and(torch.bool, torch.half, torch.bfloat16))
+
+
+def _differentiable(op, dtype: torch.dtype) -> bool:
+    return op.supports_autograd and (dtype.is_floating_point or dtype.is_complex)
+
+
+def _selection_is_full() -> bool:
+    from conformance.embedded.selection import current_selection
+
+    return current_selection() == "full"
+
+
+def _with_input(sample, new_input):
+    clone = copy.copy(sample)
+    clone.input = new_input
+    return clone
+
+
+def _grads(result, sample) -> list:
+    """Grads of the sample's leaves for a fixed cotangent of the differentiable outputs, on CPU."""
+    inputs = grad_inputs(sample)
+    outputs = [t for t in tensor_outputs(sample.output_process_fn_grad(result)) if t.requires_grad]
+    if not inputs or not outputs:
+        return []
+    torch.manual_seed(0)
+    cotangents = [torch.randn(t.shape, dtype=t.dtype).to(t.device) for t in outputs]
+    grads = torch.autograd.grad(outputs, inputs, cotangents, allow_unused=True, retain_graph=True)
+    return [to_cpu(g) for g in grads]
+
+
+instantiate_device_type_tests(TestCommon, globals())
+
+if __name__ == "__main__":
+    run_tests()
