@@ -47,7 +47,7 @@ from torch_emu.fallback import (  # noqa: E402
     reset_fallback_counts,
     set_cpu_fallback,
 )
-from torch_emu.lowering.registry import Lowering  # noqa: E402
+from torch_emu.lowering import Lowering, records, register_all  # noqa: E402
 
 
 def _register_backend() -> None:
@@ -65,10 +65,8 @@ def _register_backend() -> None:
 
 
 _register_backend()
-_plants.activate(_settings.plants)
-
-from torch_emu import lowering as _lowering  # noqa: E402  (registers the Python lowerings)
-
+_plants.activate(_settings.plants)  # before the lowerings, which ask for the plants' hooks
+register_all()
 _unsupported.install()
 if _settings.cpu_fallback:
     set_cpu_fallback(True)
@@ -82,7 +80,7 @@ def lowerings() -> list[Lowering]:
         Lowering(name, "native", f"torch_emu/csrc/emu_core.cpp:{line}")
         for name, line in zip(names, lines, strict=True)
     ]
-    return native + _lowering.records()
+    return native + records()
 
 
 def unsupported_features() -> dict[str, list[str]]:

@@ -28,11 +28,16 @@ FEATURES = {
 # the keys caught by the fallbacks.
 _OPS = {
     "sparse": [
-        "_to_sparse", "_to_sparse.sparse_dim", "_to_sparse_csr", "_to_sparse_csc",
-        "_to_sparse_bsr", "_to_sparse_bsc",
+        "_to_sparse",
+        "_to_sparse.sparse_dim",
+        "_to_sparse_csr",
+        "_to_sparse_csc",
+        "_to_sparse_bsr",
+        "_to_sparse_bsc",
     ],
     "per_channel_quant": [
-        "quantize_per_channel", "_make_per_channel_quantized_tensor",
+        "quantize_per_channel",
+        "_make_per_channel_quantized_tensor",
         "fake_quantize_per_channel_affine_cachemask",
         "_fake_quantize_learnable_per_channel_affine",
     ],
@@ -73,7 +78,7 @@ def install() -> None:
     """Register the raising kernels; idempotent."""
     if _libraries:
         return
-    aten = torch.library.Library("aten", "IMPL")  # noqa: TOR901 - impl-only library
+    aten = torch.library.Library("aten", "IMPL")
     for feature, names in _OPS.items():
         for name in names:
             aten.impl(name, _raiser(feature), "PrivateUse1")
@@ -83,7 +88,7 @@ def install() -> None:
     _registrations.append(
         UnsupportedRegistration("forward_ad", "aten::_make_dual", "AutogradPrivateUse1")
     )
-    glob = torch.library.Library("_", "IMPL")  # noqa: TOR901 - fallback-only library
+    glob = torch.library.Library("_", "IMPL")
     for key, feature in _FALLBACK_KEYS.items():
         raiser = _raiser(feature)
         glob.fallback(lambda op, *args, _r=raiser, **kwargs: _r(), key)

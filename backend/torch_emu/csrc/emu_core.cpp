@@ -333,7 +333,7 @@ const bool hooks_registered = [] {
 
 // ------------------------------------------------------------ CPU aliases --
 
-// A CPU tensor over the same memory; from_blob drops the conjugate and
+// A CPU tensor over the same memory.  from_blob drops the conjugate and
 // negative bits, so they are copied across (otherwise conj views compute
 // on the unconjugated values).
 at::Tensor cpu_alias(const at::Tensor& t) {
@@ -342,6 +342,12 @@ at::Tensor cpu_alias(const at::Tensor& t) {
                              t.options().device(c10::kCPU).requires_grad(false));
   if (t.is_conj()) alias._set_conj(true);
   if (t.is_neg()) alias._set_neg(true);
+  // Resizable through the CPU allocator: when a CPU kernel must grow an out=
+  // alias it moves it to fresh CPU memory instead of failing, and the lowering
+  // then resizes the emu tensor and copies the result back.
+  auto* storage = alias.storage().unsafeGetStorageImpl();
+  storage->set_allocator(c10::GetCPUAllocator());
+  storage->set_resizable(true);
   return alias;
 }
 

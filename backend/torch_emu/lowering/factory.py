@@ -18,7 +18,9 @@ lower("aten::eye.out", "aten::eye.m_out")
 # default generator) for a CPU generator with the same state and writes the
 # advanced state back.
 lower("aten::normal_", "aten::normal.Tensor_float", "aten::normal.float_Tensor")
-lower("aten::normal.Tensor_Tensor", "aten::normal.Tensor_float_out", "aten::normal.float_Tensor_out")
+lower(
+    "aten::normal.Tensor_Tensor", "aten::normal.Tensor_float_out", "aten::normal.float_Tensor_out"
+)
 lower("aten::normal.Tensor_Tensor_out", "aten::normal.float_float_out")
 lower("aten::uniform_")
 lower("aten::random_", "aten::random_.from", "aten::random_.to")

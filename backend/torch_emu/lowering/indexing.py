@@ -7,7 +7,9 @@ from torch_emu.lowering.registry import lower
 lower("aten::index.Tensor", "aten::index.Tensor_out")
 lower("aten::index_put", "aten::index_put_", "aten::_index_put_impl_")
 lower("aten::gather", "aten::gather.out")
-lower("aten::scatter.value", "aten::scatter.src", "aten::scatter.reduce", "aten::scatter.value_reduce")
+lower(
+    "aten::scatter.value", "aten::scatter.src", "aten::scatter.reduce", "aten::scatter.value_reduce"
+)
 lower("aten::scatter.src_out", "aten::scatter.value_out", "aten::scatter.reduce_out")
 lower("aten::scatter.value_reduce_out", "aten::scatter_.src", "aten::scatter_.value")
 lower("aten::scatter_.reduce", "aten::scatter_.value_reduce")

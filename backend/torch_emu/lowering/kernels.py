@@ -9,8 +9,8 @@ emu tensor argument for its alias and calls the CPU kernel, then:
   the emu tensors themselves, as the schema's alias annotations promise;
 - fresh results are copied onto the device of the first emu argument;
 - ``out=`` tensors that must be resized follow upstream's ``resize_output``
-  semantics: the CPU kernel runs into CPU temporaries shaped like ``out`` (so it
-  emits upstream's warning), then the emu tensor is resized and filled;
+  semantics (and warning): the CPU kernel resizes the alias, which the core
+  made resizable through the CPU allocator, and the emu tensor follows;
 - a ``Generator`` argument (or the device's default generator when none is
   given) is swapped for a CPU generator carrying the same state, and the
   advanced state is written back, so draws come from the emu generator.
@@ -18,7 +18,6 @@ emu tensor argument for its alias and calls the CPU kernel, then:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -26,40 +25,91 @@ import torch
 
 __all__ = ["derived_kernel", "device_generator_state", "on_device"]
 
-_aliases = torch.ops.emu.cpu_aliases.default
-_to_device = torch.ops.emu.to_device.default
-_to_device_list = torch.ops.emu.to_device_list.default
-_get_rng_state = torch.ops.emu.get_rng_state.default
-_set_rng_state = torch.ops.emu.set_rng_state.default
-_set_storage = torch.ops.aten.set_.source_Storage_storage_offset
+
+class _Plan:
+    """What the schema says about arguments and results, computed once per op."""
+
+    def __init__(self, op: torch._ops.OpOverload) -> None:
+        schema = op._schema
+        self.op = op
+        self.written: list[tuple[int, str]] = []  # (position, name) of mutated arguments
+        self.generator: tuple[int, str] | None = None
+        self.tensor_positions: list[int] = []  # positional Tensor / Tensor? arguments
+        self.tensor_names: list[str] = []  # keyword-only Tensor arguments (out=)
+        self.list_positions: list[int] = []  # Tensor[] / Tensor?[] arguments
+        for i, arg in enumerate(schema.arguments):
+            kind = str(arg.type)
+            if kind in ("Tensor", "Optional[Tensor]"):
+                (self.tensor_names if arg.kwarg_only else self.tensor_positions).append(
+                    i if not arg.kwarg_only else arg.name
+                )
+            elif kind in ("List[Tensor]", "List[Optional[Tensor]]"):
+                self.list_positions.append(i)
+            if arg.alias_info is not None and arg.alias_info.is_write:
+                self.written.append((i, arg.name))
+            if "Generator" in str(arg.type):
+                self.generator = (i, arg.name)
+        written_sets = {
+            frozenset(schema.arguments[i].alias_info.before_set): (i, name)
+            for i, name in self.written
+        }
+        # For each return: the mutated argument it aliases, or None for a fresh result.
+        self.returns: list[tuple[int, str] | None] = [
+            written_sets.get(frozenset(r.alias_info.before_set)) if r.alias_info else None
+            for r in schema.returns
+        ]
+
+
+# The raw C++ entry points (``OpOverload._op``) skip a Python call layer: these
+# run on every lowered call.
+_aliases = torch.ops.emu.cpu_aliases.default._op
+_to_device = torch.ops.emu.to_device.default._op
+_current_device = torch.ops.emu.current_device.default._op
+_get_rng_state = torch.ops.emu.get_rng_state.default._op
+_set_rng_state = torch.ops.emu.set_rng_state.default._op
+_set_storage = torch.ops.aten.set_.source_Storage_storage_offset._op
 _Tensor = torch.Tensor
 
 
-def _alias_args(args: tuple, kwargs: dict) -> tuple[list, dict, int]:
-    """Replace emu tensors (also inside lists) by CPU aliases; return the device index too."""
-    device = -1
+def _alias_args(plan: _Plan, args: tuple, kwargs: dict) -> tuple[list, dict, int]:
+    """Replace emu tensors (also inside tensor lists) by CPU aliases; also return the index
+    of the first emu device seen, or -1 when every tensor is on the CPU."""
     new_args = list(args)
-    for i, a in enumerate(new_args):
-        if isinstance(a, _Tensor):
-            if not a.is_cpu:
-                if device < 0:
-                    device = a.device.index
-                new_args[i] = _aliases([a])[0]
-        elif isinstance(a, (list, tuple)) and a and isinstance(a[0], _Tensor | None):
-            if any(t is not None and not t.is_cpu for t in a):
-                if device < 0:
-                    device = next(t for t in a if t is not None and not t.is_cpu).device.index
-                new_args[i] = [None if t is None else _aliases([t])[0] for t in a]
-    new_kwargs = kwargs
-    if kwargs:
-        new_kwargs = {}
-        for k, a in kwargs.items():
-            if isinstance(a, _Tensor) and not a.is_cpu:
-                if device < 0:
-                    device = a.device.index
-                a = _aliases([a])[0]
-            new_kwargs[k] = a
-    return new_args, new_kwargs, device
+    # Tensor-typed arguments can arrive as None or, for wrapped numbers, as Python scalars.
+    positions = [
+        i
+        for i in plan.tensor_positions
+        if i < len(args) and isinstance(args[i], _Tensor) and not args[i].is_cpu
+    ]
+    names = (
+        [
+            n
+            for n in plan.tensor_names
+            if isinstance(kwargs.get(n), _Tensor) and not kwargs[n].is_cpu
+        ]
+        if kwargs
+        else ()
+    )
+    device = -1
+    if positions or names:
+        first = args[positions[0]] if positions else kwargs[names[0]]
+        device = first.device.index
+        aliases = _aliases([args[i] for i in positions] + [kwargs[n] for n in names])
+        for i, alias in zip(positions, aliases[: len(positions)], strict=True):
+            new_args[i] = alias
+        if names:
+            kwargs = dict(kwargs)
+            for n, alias in zip(names, aliases[len(positions) :], strict=True):
+                kwargs[n] = alias
+    for i in plan.list_positions:
+        if i < len(args) and any(t is not None and not t.is_cpu for t in args[i]):
+            items = args[i]
+            emu = [t for t in items if t is not None and not t.is_cpu]
+            if device < 0:
+                device = emu[0].device.index
+            it = iter(_aliases(emu))
+            new_args[i] = [t if t is None or t.is_cpu else next(it) for t in items]
+    return new_args, kwargs, device
 
 
 def on_device(value: Any, device: int) -> Any:
@@ -86,33 +136,6 @@ def device_generator_state(generator: torch.Generator | None, device: int):
     return cpu, write_back
 
 
-class _Plan:
-    """What the schema says about arguments and results, computed once per op."""
-
-    def __init__(self, op: torch._ops.OpOverload) -> None:
-        schema = op._schema
-        self.op = op
-        self.written: list[tuple[int, str]] = []  # (position, name) of mutated arguments
-        self.generator: tuple[int, str] | None = None
-        for i, arg in enumerate(schema.arguments):
-            if arg.alias_info is not None and arg.alias_info.is_write:
-                self.written.append((i, arg.name))
-            if "Generator" in str(arg.type):
-                self.generator = (i, arg.name)
-        written_sets = {
-            frozenset(schema.arguments[i].alias_info.before_set): (i, name)
-            for i, name in self.written
-        }
-        # For each return: the mutated argument it aliases, or None for a fresh result.
-        self.returns: list[tuple[int, str] | None] = [
-            written_sets.get(frozenset(r.alias_info.before_set)) if r.alias_info else None
-            for r in schema.returns
-        ]
-        self.is_out = bool(self.written) and all(
-            schema.arguments[i].kwarg_only for i, _ in self.written
-        )
-
-
 def _arg(args: tuple | list, kwargs: dict, where: tuple[int, str]) -> Any:
     pos, name = where
     return args[pos] if pos < len(args) else kwargs.get(name)
@@ -126,77 +149,60 @@ def _set_arg(args: list, kwargs: dict, where: tuple[int, str], value: Any) -> No
         kwargs[name] = value
 
 
-def _sync_metadata(target: torch.Tensor, alias: torch.Tensor) -> None:
-    """The CPU kernel resized an alias within its memory: give the emu tensor the same shape."""
-    if target.shape != alias.shape or target.stride() != alias.stride():
+def _sync_out(target: torch.Tensor, alias: torch.Tensor) -> None:
+    """Make an emu ``out`` match what the CPU kernel made of its alias.
+
+    Aliases are resizable through the CPU allocator: if the kernel had to grow
+    one, the result now lives in fresh CPU memory, and the emu tensor is resized
+    (upstream's ``resize_output`` already warned) and filled from it.  If it only
+    shrank or restrided the alias, the data is in place and only the shape moves.
+    """
+    if alias.data_ptr() != target.data_ptr():
+        if target.shape != alias.shape:
+            target.resize_(alias.shape)
+        if target.stride() != alias.stride():
+            _set_storage(
+                target,
+                target.untyped_storage(),
+                target.storage_offset(),
+                alias.shape,
+                alias.stride(),
+            )
+        target.copy_(alias)
+    elif target.shape != alias.shape or target.stride() != alias.stride():
         _set_storage(
             target, target.untyped_storage(), target.storage_offset(), alias.shape, alias.stride()
         )
-
-
-def _run_out_via_temporaries(
-    op, args: list, kwargs: dict, plan: _Plan, originals: list, post: Callable | None
-) -> Any:
-    """Run into CPU temporaries shaped like each ``out``, then resize and fill the emu outs."""
-    temporaries = []
-    for where, original in zip(plan.written, originals, strict=True):
-        tmp = torch.empty_strided(original.shape, original.stride(), dtype=original.dtype)
-        _set_arg(args, kwargs, where, tmp)
-        temporaries.append(tmp)
-    with warnings.catch_warnings():
-        # The first attempt already emitted upstream's resize warning.
-        warnings.simplefilter("ignore")
-        result = op(*args, **kwargs)
-    if post is not None:
-        post(result)
-    for original, tmp in zip(originals, temporaries, strict=True):
-        if original.shape != tmp.shape:
-            original.resize_(tmp.shape)
-        if original.stride() != tmp.stride():
-            _set_storage(
-                original, original.untyped_storage(), original.storage_offset(),
-                tmp.shape, tmp.stride(),
-            )
-        original.copy_(tmp)
-    return result
 
 
 def derived_kernel(
     op: torch._ops.OpOverload, *, pre: Callable | None = None, post: Callable | None = None
 ) -> Callable:
     """Build the emu kernel of ``op`` from its schema (see the module docstring)."""
-    plan = _Plan(op)
+    plan: _Plan | None = None
+    call = op._op
 
     def kernel(*args: Any, **kwargs: Any) -> Any:
-        cargs, ckwargs, device = _alias_args(args, kwargs)
+        nonlocal plan
+        if plan is None:  # built on first use: most lowerings never run in a given process
+            plan = _Plan(op)
+        cargs, ckwargs, device = _alias_args(plan, args, kwargs)
         if device < 0:  # only CPU tensors (a factory routed here by device=): current device
-            device = torch.ops.emu.current_device.default()
+            device = _current_device()
         if pre is not None:
             pre(cargs, ckwargs)
         write_back = None
         if plan.generator is not None:
             cpu_gen, write_back = device_generator_state(_arg(args, kwargs, plan.generator), device)
             _set_arg(cargs, ckwargs, plan.generator, cpu_gen)
-        try:
-            result = op(*cargs, **ckwargs)
-        except RuntimeError as exc:
-            if not plan.is_out or "not resizable" not in str(exc):
-                raise
-            originals = [_arg(args, kwargs, w) for w in plan.written]
-            if write_back is not None:
-                cpu_gen, write_back = device_generator_state(
-                    _arg(args, kwargs, plan.generator), device
-                )
-                _set_arg(cargs, ckwargs, plan.generator, cpu_gen)
-            result = _run_out_via_temporaries(op, cargs, ckwargs, plan, originals, post)
-        else:
-            if post is not None:
-                post(result)
-            for where in plan.written:
-                original = _arg(args, kwargs, where)
-                alias = _arg(cargs, ckwargs, where)
-                if original is not None and alias is not original:
-                    _sync_metadata(original, alias)
+        result = call(*cargs, **ckwargs)
+        if post is not None:
+            post(result)
+        for where in plan.written:
+            original = _arg(args, kwargs, where)
+            alias = _arg(cargs, ckwargs, where)
+            if original is not None and alias is not original:
+                _sync_out(original, alias)
         if write_back is not None:
             write_back()
         if not plan.written:

@@ -6,7 +6,9 @@ from torch_emu.lowering.registry import lower
 
 lower("aten::mm", "aten::mm.out", "aten::mm.dtype", "aten::mm.dtype_out")
 lower("aten::bmm", "aten::bmm.out", "aten::bmm.dtype", "aten::bmm.dtype_out")
-lower("aten::addmm", "aten::addmm.out", "aten::addmm.dtype", "aten::addmm.dtype_out", "aten::addmm_")
+lower(
+    "aten::addmm", "aten::addmm.out", "aten::addmm.dtype", "aten::addmm.dtype_out", "aten::addmm_"
+)
 lower("aten::_addmm_activation", "aten::_addmm_activation.out")
 lower("aten::baddbmm", "aten::baddbmm.out", "aten::baddbmm_")
 lower("aten::addbmm", "aten::addbmm.out", "aten::addbmm_")

@@ -79,5 +79,3 @@ def native_dropout(input: torch.Tensor, p: float, train: bool | None) -> Any:
         torch.default_generator.set_state(saved)
     write_back()
     return on_device(result, device)
-
-

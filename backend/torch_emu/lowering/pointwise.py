@@ -72,7 +72,9 @@ lower("aten::div.Tensor", "aten::div.Scalar", "aten::div.Tensor_mode", "aten::di
 lower("aten::div.out", "aten::div.out_mode", "aten::div.Scalar_out", "aten::div.Scalar_mode_out")
 lower("aten::div_.Tensor", "aten::div_.Tensor_mode", "aten::div_.Scalar", "aten::div_.Scalar_mode")
 lower("aten::remainder.Tensor", "aten::remainder.Scalar", "aten::remainder.Scalar_Tensor")
-lower("aten::remainder.Tensor_out", "aten::remainder.Scalar_out", "aten::remainder.Scalar_Tensor_out")
+lower(
+    "aten::remainder.Tensor_out", "aten::remainder.Scalar_out", "aten::remainder.Scalar_Tensor_out"
+)
 lower("aten::remainder_.Tensor", "aten::remainder_.Scalar")
 lower("aten::fmod.Tensor", "aten::fmod.Scalar", "aten::fmod.Tensor_out", "aten::fmod.Scalar_out")
 lower("aten::fmod_.Tensor", "aten::fmod_.Scalar")
@@ -116,21 +118,29 @@ lower("aten::logical_or", "aten::logical_or.out", "aten::logical_or_")
 lower("aten::logical_xor", "aten::logical_xor.out", "aten::logical_xor_")
 lower("aten::bitwise_and.Tensor", "aten::bitwise_and.Scalar", "aten::bitwise_and.Scalar_Tensor")
 lower("aten::bitwise_and.Tensor_out", "aten::bitwise_and.Scalar_out")
-lower("aten::bitwise_and.Scalar_Tensor_out", "aten::bitwise_and_.Tensor", "aten::bitwise_and_.Scalar")
+lower(
+    "aten::bitwise_and.Scalar_Tensor_out", "aten::bitwise_and_.Tensor", "aten::bitwise_and_.Scalar"
+)
 lower("aten::bitwise_or.Tensor", "aten::bitwise_or.Scalar", "aten::bitwise_or.Scalar_Tensor")
 lower("aten::bitwise_or.Tensor_out", "aten::bitwise_or.Scalar_out")
 lower("aten::bitwise_or.Scalar_Tensor_out", "aten::bitwise_or_.Tensor", "aten::bitwise_or_.Scalar")
 lower("aten::bitwise_xor.Tensor", "aten::bitwise_xor.Scalar", "aten::bitwise_xor.Scalar_Tensor")
 lower("aten::bitwise_xor.Tensor_out", "aten::bitwise_xor.Scalar_out")
-lower("aten::bitwise_xor.Scalar_Tensor_out", "aten::bitwise_xor_.Tensor", "aten::bitwise_xor_.Scalar")
+lower(
+    "aten::bitwise_xor.Scalar_Tensor_out", "aten::bitwise_xor_.Tensor", "aten::bitwise_xor_.Scalar"
+)
 
 # Selection and clamping.
 lower("aten::where.self", "aten::where.self_out")
 lower("aten::clamp", "aten::clamp.Tensor", "aten::clamp.out", "aten::clamp.Tensor_out")
 lower("aten::clamp_", "aten::clamp_.Tensor")
-lower("aten::clamp_min", "aten::clamp_min.Tensor", "aten::clamp_min.out", "aten::clamp_min.Tensor_out")
+lower(
+    "aten::clamp_min", "aten::clamp_min.Tensor", "aten::clamp_min.out", "aten::clamp_min.Tensor_out"
+)
 lower("aten::clamp_min_", "aten::clamp_min_.Tensor")
-lower("aten::clamp_max", "aten::clamp_max.Tensor", "aten::clamp_max.out", "aten::clamp_max.Tensor_out")
+lower(
+    "aten::clamp_max", "aten::clamp_max.Tensor", "aten::clamp_max.out", "aten::clamp_max.Tensor_out"
+)
 lower("aten::clamp_max_", "aten::clamp_max_.Tensor")
 
 # The two lowerings below are hand-written only so that planted bugs can hook

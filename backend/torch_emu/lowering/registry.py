@@ -16,6 +16,7 @@ a backend kernel).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -76,10 +77,14 @@ def _check_lowerable(overload: str, op: torch._ops.OpOverload) -> None:
         raise LoweringError(f"{overload}: already lowered at {_records[overload].source}")
 
 
+@functools.cache
+def _relative(filename: str) -> str:
+    return os.path.relpath(os.path.abspath(filename), _PACKAGE_ROOT)
+
+
 def _caller_source(depth: int) -> str:
     frame = sys._getframe(depth)
-    path = os.path.relpath(os.path.abspath(frame.f_code.co_filename), _PACKAGE_ROOT)
-    return f"{path}:{frame.f_lineno}"
+    return f"{_relative(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
 def _register(overload: str, kernel: Callable, source: str) -> None:
@@ -87,10 +92,13 @@ def _register(overload: str, kernel: Callable, source: str) -> None:
     op = resolve(overload)
     _check_lowerable(overload, op)
     if _library is None:
-        _library = torch.library.Library("aten", "IMPL")  # noqa: TOR901 - impl-only library
-    _library.impl(op._schema.name.partition("::")[2] + (
-        f".{op._overloadname}" if op._overloadname != "default" else ""
-    ), kernel, "PrivateUse1")
+        _library = torch.library.Library("aten", "IMPL")
+    _library.impl(
+        op._schema.name.partition("::")[2]
+        + (f".{op._overloadname}" if op._overloadname != "default" else ""),
+        kernel,
+        "PrivateUse1",
+    )
     _records[overload] = Lowering(overload, "python", source)
 
 
