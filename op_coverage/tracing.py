@@ -48,10 +48,21 @@ def _make_mode(device_type: str | None) -> Any:
     Tensor = torch.Tensor
     renamed = _known_devices()
 
+    # Tensor.is_cpu / is_meta are C properties; building a torch.device per check is not.
     if device_type is None:
 
         def on_device(value: Any) -> bool:
-            return value.device.type not in _NOT_TRACED_BY_DEFAULT
+            return not (value.is_cpu or value.is_meta)
+
+    elif device_type == "cpu":
+
+        def on_device(value: Any) -> bool:
+            return value.is_cpu
+
+    elif device_type == "meta":
+
+        def on_device(value: Any) -> bool:
+            return value.is_meta
 
     else:
 
@@ -78,29 +89,29 @@ def _make_mode(device_type: str | None) -> Any:
                     return True
         return False
 
-    class _Recorder(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.seen: set[Any] = set()
+    seen: set[Any] = set()
 
+    class _Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
-            kwargs = kwargs or {}
-            seen = self.seen
-            if func in seen:
+            if kwargs is None:
+                kwargs = {}
+            if func in seen:  # the common case: one set lookup
                 return func(*args, **kwargs)
-            device_kwarg = kwargs.get("device")
-            if names_device(args) or (
-                kwargs
-                and names_device(kwargs.values() if device_kwarg is None else (device_kwarg,))
-            ):
+            if names_device(args) or (kwargs and names_device(kwargs.values())):
                 seen.add(func)
                 return func(*args, **kwargs)
             result = func(*args, **kwargs)
-            if names_device(result if isinstance(result, (list, tuple)) else (result,)):
+            # With a tensor argument the result lives where the arguments do (a move to
+            # the device names it in device=); only tensor-free calls need their result read.
+            if not any(isinstance(arg, Tensor) for arg in args) and names_device(
+                result if isinstance(result, (list, tuple)) else (result,)
+            ):
                 seen.add(func)
             return result
 
-    return _Recorder()
+    recorder = _Recorder()
+    recorder.seen = seen
+    return recorder
 
 
 def _known_devices() -> tuple[str, ...]:
