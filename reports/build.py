@@ -1,0 +1,113 @@
+"""Assemble everything a report shows from a run folder and the optional inputs beside it.
+
+This is the one place that reads inputs; renderers (HTML, JSON, Markdown, JUnit, HUD) take
+the :class:`ReportModel` and never read a run themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from conformance import __version__
+from conformance.model import RunMeta
+from reports.compare import BaselineView, DiffView, build_baseline, build_diff
+from reports.loading import OpCoverage, load_op_coverage, load_run
+from reports.tests_view import FailureGroup, build_failure_groups
+from reports.trends import Trends, build_trends
+from reports.viewmodel import (
+    CategoryRow,
+    FileRow,
+    OpRow,
+    Summary,
+    TriageRow,
+    build_categories,
+    build_files,
+    build_ops,
+    build_summary,
+    build_triage,
+    prepare,
+)
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = ["ReportModel", "build_model", "model_from_frame"]
+
+
+@dataclass
+class ReportModel:
+    """A run and every view of it the outputs need."""
+
+    meta: RunMeta
+    frame: pandas.DataFrame  # prepared: sorted, with bucket/slug/index/page/href columns
+    generated: str  # ISO 8601 UTC; scrubbed by gold tests
+    tool_version: str
+    summary: Summary
+    files: list[FileRow]
+    categories: list[CategoryRow]
+    ops: list[OpRow]
+    dtypes: list[str]
+    coverage: OpCoverage | None
+    triage: list[TriageRow]
+    failure_groups: list[FailureGroup]
+    baseline: BaselineView | None = None
+    diff: DiffView | None = None
+    trends: Trends | None = None
+
+
+def model_from_frame(
+    meta: RunMeta,
+    frame: pandas.DataFrame,
+    *,
+    coverage: OpCoverage | None = None,
+    baseline: tuple[RunMeta, pandas.DataFrame] | None = None,
+    before: tuple[RunMeta, pandas.DataFrame] | None = None,
+    trends: Trends | None = None,
+    generated: str | None = None,
+) -> ReportModel:
+    """The model of a run given as a RunMeta and a DataFrame of RECORD_COLUMNS."""
+    frame = prepare(frame)
+    ops, dtypes = build_ops(frame, coverage)
+    return ReportModel(
+        meta=meta,
+        frame=frame,
+        generated=generated or datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        tool_version=__version__,
+        summary=build_summary(meta, frame),
+        files=build_files(frame),
+        categories=build_categories(frame),
+        ops=ops,
+        dtypes=dtypes,
+        coverage=coverage,
+        triage=build_triage(frame, coverage),
+        failure_groups=build_failure_groups(frame),
+        baseline=build_baseline(frame, *baseline) if baseline else None,
+        diff=build_diff(frame, *before) if before else None,
+        trends=trends,
+    )
+
+
+def build_model(
+    run_dir: str | Path,
+    *,
+    baseline_dir: str | Path | None = None,
+    compare_dir: str | Path | None = None,
+    history_root: str | Path | None = None,
+) -> ReportModel:
+    """Read a run folder (with its ``op_coverage.json`` when present), an optional
+    baseline run, an earlier run to compare with, and a runs root for trends."""
+    meta, frame = load_run(run_dir)
+    baseline = load_run(baseline_dir) if baseline_dir else None
+    before = load_run(compare_dir) if compare_dir else None
+    trends = build_trends(history_root, backend=meta.backend or None) if history_root else None
+    return model_from_frame(
+        meta,
+        frame,
+        coverage=load_op_coverage(run_dir),
+        baseline=baseline,
+        before=before,
+        trends=trends,
+    )

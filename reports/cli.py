@@ -1,0 +1,89 @@
+"""``conformance report``: render a run as a static dashboard and machine outputs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``report`` subcommand."""
+    parser = subparsers.add_parser(
+        "report",
+        help="render a run as HTML, JSON, Markdown, JUnit XML and a HUD record",
+        description=(
+            "Render a run folder as a static HTML dashboard (opens from disk, no network) "
+            "and machine outputs. Optional inputs: op_coverage.json in the run folder, a "
+            "baseline run (usually the CPU) joined by test id, an earlier run to diff "
+            "with, and a runs root for trends."
+        ),
+    )
+    parser.add_argument(
+        "run", metavar="RUN", help="a run folder, a run id under --runs-root, or 'latest'"
+    )
+    parser.add_argument(
+        "--out",
+        default="report",
+        metavar="DIR",
+        help="output folder, replaced if it holds an earlier report (default: report)",
+    )
+    parser.add_argument(
+        "--runs-root",
+        default="runs",
+        metavar="DIR",
+        help="where run ids are looked up (default: runs)",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="RUN",
+        help="a baseline run (e.g. on cpu): show failures only this backend has",
+    )
+    parser.add_argument(
+        "--compare",
+        metavar="RUN",
+        help="an earlier run: show new failures, fixes, new passes, new skips and upstream churn",
+    )
+    parser.add_argument(
+        "--history", metavar="RUNS_ROOT", help="a runs root: trends over its runs and releases"
+    )
+    parser.add_argument(
+        "--format",
+        default="html,json,md,junit,hud",
+        metavar="LIST",
+        help="comma-separated outputs among html, json, md, junit, hud (default: all)",
+    )
+    parser.set_defaults(handler=run_report)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """Render the report; returns 0 (bad input raises ConfigError, exit code 2)."""
+    from conformance.store import resolve_run
+    from reports.build import build_model
+    from reports.render import parse_formats, render_report
+
+    formats = parse_formats(args.format)
+    started = time.perf_counter()
+
+    def resolve(ref: str | None) -> str | None:
+        return str(resolve_run(ref, args.runs_root)) if ref else None
+
+    model = build_model(
+        resolve(args.run),  # type: ignore[arg-type]
+        baseline_dir=resolve(args.baseline),
+        compare_dir=resolve(args.compare),
+        history_root=args.history,
+    )
+    written = render_report(model, args.out, formats)
+    t = model.summary.totals
+    print(
+        f"{model.meta.run_id}: {t.total:,} outcomes, {t.n_passed:,} passed ({t.pass_rate}), "
+        f"{t.n_failed:,} failed, {t.n_skipped:,} skipped "
+        f"[{time.perf_counter() - started:.1f} s]"
+    )
+    for path in written:
+        print(f"  {path}")
+    sys.stdout.flush()
+    return 0

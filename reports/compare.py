@@ -1,0 +1,156 @@
+"""Two runs side by side, joined by ``test_id``: a CPU baseline (what fails only on the
+backend) and an earlier run (what changed, with upstream churn kept apart).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from conformance.model import RunMeta
+from reports.counts import Counts, bucket_of
+from reports.tests_view import LIST_COLUMNS
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = ["DIFF_KINDS", "BaselineView", "DiffKind", "DiffView", "build_baseline", "build_diff"]
+
+
+def _totals(frame: pandas.DataFrame) -> Counts:
+    by_outcome = frame["outcome"].value_counts()
+    return Counts.from_series(by_outcome)
+
+
+@dataclass
+class BaselineView:
+    """The run against a baseline run (usually the CPU) of the same suite."""
+
+    meta: RunMeta
+    counts: Counts  # the baseline run's own totals
+    common: int  # tests present in both runs
+    backend_only: pandas.DataFrame  # tests failed here that passed on the baseline
+    both_failed: int  # failed here and on the baseline: upstream or test problems
+    skipped_here_passed_there: int
+    only_here: int  # tests the baseline did not record
+    by_category: list[tuple[str, int]]  # backend-only failures per category
+    outcomes: pandas.Series = field(repr=False)  # baseline outcome by test_id
+
+
+def build_baseline(
+    frame: pandas.DataFrame, baseline_meta: RunMeta, baseline: pandas.DataFrame
+) -> BaselineView:
+    """Join a prepared run with a baseline run by test_id."""
+    outcomes = baseline.set_index("test_id")["outcome"]
+    there = frame["test_id"].map(outcomes)
+    there_bucket = there.map(bucket_of, na_action="ignore")
+    backend_only = frame.loc[(frame["bucket"] == "failed") & (there_bucket == "passed")]
+    categories = backend_only["category"].replace("", "other").value_counts()
+    return BaselineView(
+        meta=baseline_meta,
+        counts=_totals(baseline),
+        common=int(there.notna().sum()),
+        backend_only=backend_only,
+        both_failed=int(((frame["bucket"] == "failed") & (there_bucket == "failed")).sum()),
+        skipped_here_passed_there=int(
+            ((frame["bucket"] == "skipped") & (there_bucket == "passed")).sum()
+        ),
+        only_here=int(there.isna().sum()),
+        by_category=sorted(
+            ((str(c), int(n)) for c, n in categories.items()), key=lambda item: (-item[1], item[0])
+        ),
+        outcomes=outcomes,
+    )
+
+
+#: Kinds of change between two runs, in the order shown: (key, title, what it means).
+DIFF_KINDS = (
+    ("new_failures", "New failures", "failed now; passed or was skipped before"),
+    ("fixed", "Fixed", "passed now; failed before"),
+    ("new_passes", "New passes", "passed now; was skipped before"),
+    ("newly_skipped", "Newly skipped", "skipped now; passed or failed before"),
+    ("added", "Added upstream", "tests in this run only: new or renamed upstream"),
+    ("removed", "Removed upstream", "tests in the earlier run only: removed or renamed upstream"),
+)
+_TRANSITIONS = {
+    "new_failures": (("passed", "skipped"), ("failed",)),
+    "fixed": (("failed",), ("passed",)),
+    "new_passes": (("skipped",), ("passed",)),
+    "newly_skipped": (("passed", "failed"), ("skipped",)),
+}
+
+
+@dataclass
+class DiffKind:
+    """One kind of change and the tests it holds (LIST_COLUMNS plus ``other``, the
+    outcome in the earlier run)."""
+
+    key: str
+    title: str
+    description: str
+    rows: pandas.DataFrame
+
+    @property
+    def churn(self) -> bool:
+        """True for tests added or removed upstream, not changed by the backend."""
+        return self.key in ("added", "removed")
+
+
+@dataclass
+class DiffView:
+    """What changed from an earlier run (``before``) to this one."""
+
+    before: RunMeta
+    before_counts: Counts
+    after_counts: Counts
+    kinds: list[DiffKind]
+    common: int
+
+
+def build_diff(frame: pandas.DataFrame, before_meta: RunMeta, before: pandas.DataFrame) -> DiffView:
+    """Compare a prepared run with an earlier run by test_id. Upstream churn (tests that
+    exist in only one run) is kept apart from changes of tests both runs recorded."""
+    earlier = before.set_index("test_id")["outcome"]
+    was = frame["test_id"].map(earlier)
+    was_bucket = was.map(bucket_of, na_action="ignore")
+    kinds = []
+    for key, title, description in DIFF_KINDS:
+        if key == "added":
+            rows = frame.loc[was.isna(), list(LIST_COLUMNS)]
+        elif key == "removed":
+            rows = _removed_rows(before.loc[~before["test_id"].isin(frame["test_id"])])
+        else:
+            from_buckets, to_buckets = _TRANSITIONS[key]
+            chosen = was_bucket.isin(from_buckets) & frame["bucket"].isin(to_buckets)
+            rows = frame.loc[chosen, list(LIST_COLUMNS)]
+        rows = rows.assign(other=rows["test_id"].map(earlier).fillna(""))
+        kinds.append(DiffKind(key=key, title=title, description=description, rows=rows))
+    return DiffView(
+        before=before_meta,
+        before_counts=_totals(before),
+        after_counts=_totals(frame),
+        kinds=kinds,
+        common=int(was.notna().sum()),
+    )
+
+
+def _removed_rows(removed: pandas.DataFrame) -> pandas.DataFrame:
+    """Tests this run no longer has, in LIST_COLUMNS: no page to link to (``href`` is
+    empty) and no outcome in this run."""
+    import pandas
+
+    removed = removed.sort_values("test_id")
+    count = len(removed)
+    return pandas.DataFrame(
+        {
+            "test_id": removed["test_id"].tolist(),
+            "file": removed["file"].tolist(),
+            "href": [""] * count,
+            "index": [0] * count,
+            **{name: [""] * count for name in ("outcome", "category", "detail", "message")},
+            "duration_s": [0.0] * count,
+            "skip_entry": [""] * count,
+            "ops_fallback": [()] * count,
+        },
+        columns=list(LIST_COLUMNS),
+    )

@@ -1,0 +1,323 @@
+"""Machine outputs: a versioned JSON summary, a Markdown summary for CI step summaries and
+PR comments, JUnit XML, and the record PyTorch HUD's out-of-tree pages ingest.
+
+All four are computed from the same :class:`~reports.build.ReportModel` rows as the HTML,
+so their numbers agree with the dashboard.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from reports.build import ReportModel
+from reports.counts import percent
+from reports.messages import printable
+
+__all__ = [
+    "JSON_FORMAT",
+    "hud_record",
+    "json_summary",
+    "markdown_summary",
+    "write_junit",
+]
+
+# Version of the JSON summary. Bump it when a field is added, removed or changes meaning:
+#   1: first version.
+JSON_FORMAT = 1
+HUD_FORMAT = 1
+#: Test ids listed in the HUD record: its ingest caps a record at 2 MB.
+HUD_FAILED_LIMIT = 1000
+#: GitHub caps a PR comment at 65,536 characters; stay under it.
+MARKDOWN_LIMIT = 60000
+
+
+def _meta_block(model: ReportModel) -> dict[str, Any]:
+    return {
+        "format": JSON_FORMAT,
+        "tool": "torch-conformance",
+        "version": model.tool_version,
+        "generated": model.generated,
+        "run": model.meta.to_dict(),
+        "baseline_run": model.baseline.meta.run_id if model.baseline else None,
+        "compare_run": model.diff.before.run_id if model.diff else None,
+        "op_coverage": bool(model.coverage),
+    }
+
+
+def json_summary(model: ReportModel) -> dict[str, Any]:
+    """The run summary as a JSON-ready dict with a ``meta`` block."""
+    summary = model.summary
+    data: dict[str, Any] = {
+        "meta": _meta_block(model),
+        "totals": summary.totals.to_dict(),
+        "pass_rate": summary.totals.pass_rate,
+        "breakdown": {
+            "skipped_by_category": dict(summary.skipped_by_category),
+            "failed_by_category": dict(summary.failed_by_category),
+            "missing_lowering_tests": summary.missing_lowering_tests,
+            "missing_lowering_ops": summary.missing_lowering_ops,
+            "passed_via_fallback": summary.fallback_passed,
+            "fallback_ops": summary.fallback_ops,
+        },
+        "files": [{"file": r.file, **r.counts.to_dict()} for r in model.files],
+        "categories": [
+            {"category": r.category, **r.counts.to_dict(), "top_details": dict(r.details)}
+            for r in model.categories
+        ],
+        "ops": [
+            {"op": r.op, "status": r.status, "blocked": r.blocked, **r.counts.to_dict()}
+            for r in model.ops
+        ],
+        "missing_lowerings": [
+            {
+                "overload": r.overload,
+                "status": r.status,
+                "skipped": r.skipped,
+                "failed": r.failed,
+                "ops": r.ops,
+            }
+            for r in model.triage
+        ],
+        "failure_groups": [
+            {
+                "category": g.category,
+                "message": g.key,
+                "tests": g.counts.total,
+                "files": dict(g.files),
+            }
+            for g in model.failure_groups
+        ],
+        "baseline": None,
+        "diff": None,
+        "trends": model.trends.to_dict() if model.trends else None,
+    }
+    if model.baseline:
+        b = model.baseline
+        data["baseline"] = {
+            "run_id": b.meta.run_id,
+            "backend": b.meta.backend,
+            "totals": b.counts.to_dict(),
+            "common": b.common,
+            "backend_only_failures": len(b.backend_only),
+            "both_failed": b.both_failed,
+            "skipped_here_passed_there": b.skipped_here_passed_there,
+            "backend_only_by_category": dict(b.by_category),
+            "backend_only_tests": b.backend_only["test_id"].tolist(),
+        }
+    if model.diff:
+        data["diff"] = {
+            "before_run": model.diff.before.run_id,
+            "common": model.diff.common,
+            **{k.key: k.rows["test_id"].tolist() for k in model.diff.kinds},
+        }
+    return data
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    def cell(value: Any) -> str:
+        text = f"{value:,}" if isinstance(value, int) else str(value)
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" if i == 0 else "--:" for i in range(len(header))) + "|",
+    ]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return lines
+
+
+def markdown_summary(model: ReportModel, *, top: int = 10) -> str:
+    """A GitHub-flavoured Markdown summary, under the PR comment size limit."""
+    s, meta = model.summary, model.meta
+    t = s.totals
+    lines = [
+        f"## Conformance: {meta.backend or 'backend'} on torch {meta.torch_version or '?'}",
+        "",
+        f"Run `{meta.run_id}` ({meta.suite or 'suite'}, {meta.mode}): **{t.total:,}** outcomes, "
+        f"**{t.n_passed:,}** passed ({t.pass_rate}), of which {s.fallback_passed:,} via CPU "
+        f"fallback; **{t.n_failed:,}** failed; **{t.n_skipped:,}** skipped, of which "
+        f"{s.missing_lowering_tests:,} for {s.missing_lowering_ops:,} missing lowerings.",
+        "",
+    ]
+    lines += _table(
+        ["outcome", "tests", "share"],
+        [
+            [name, getattr(t, name), percent(getattr(t, name), t.total)]
+            for name in (
+                "passed",
+                "failed",
+                "error",
+                "crashed",
+                "timeout",
+                "xpassed",
+                "skipped",
+                "xfailed",
+                "deselected",
+            )
+            if getattr(t, name)
+        ],
+    )
+    lines += ["", "### Not passed, by category", ""]
+    lines += _table(
+        ["category", "failed", "skipped"],
+        [[r.category, r.counts.n_failed, r.counts.n_skipped] for r in model.categories],
+    )
+    if model.baseline:
+        b = model.baseline
+        lines += [
+            "",
+            f"### Against the {b.meta.backend or 'baseline'} baseline (`{b.meta.run_id}`)",
+            "",
+            f"{len(b.backend_only):,} tests fail only on {meta.backend or 'the backend'} "
+            f"(pass on the baseline); {b.both_failed:,} fail on both; "
+            f"{b.skipped_here_passed_there:,} are skipped here but pass there.",
+        ]
+    if model.diff:
+        lines += ["", f"### Changes since `{model.diff.before.run_id}`", ""]
+        lines += _table(["change", "tests"], [[k.title, len(k.rows)] for k in model.diff.kinds])
+        new = next(k for k in model.diff.kinds if k.key == "new_failures")
+        if len(new.rows):
+            lines += ["", "New failures:", ""]
+            lines += [
+                f"- `{test_id}` ({was} → {now})"
+                for test_id, was, now in zip(
+                    new.rows["test_id"][:top],
+                    new.rows["other"][:top],
+                    new.rows["outcome"][:top],
+                    strict=True,
+                )
+            ]
+            if len(new.rows) > top:
+                lines.append(f"- … and {len(new.rows) - top:,} more")
+    if model.triage:
+        lines += ["", f"### Top {min(top, len(model.triage))} missing lowerings", ""]
+        lines += _table(
+            ["overload", "tests blocked", "operators"],
+            [[f"`{r.overload}`", r.blocked, ", ".join(r.ops[:5])] for r in model.triage[:top]],
+        )
+    if model.failure_groups:
+        lines += ["", f"### Top {min(top, len(model.failure_groups))} failures by message", ""]
+        lines += _table(
+            ["tests", "category", "message"],
+            [
+                [g.counts.total, g.category, "`" + g.key.replace("`", "'") + "`"]
+                for g in model.failure_groups[:top]
+            ],
+        )
+    text = "\n".join(lines) + "\n"
+    if len(text) > MARKDOWN_LIMIT:
+        text = text[:MARKDOWN_LIMIT].rsplit("\n", 1)[0] + "\n\n… (summary cut to fit)\n"
+    return text
+
+
+def hud_record(model: ReportModel) -> dict[str, Any]:
+    """One record in the shape HUD's out-of-tree ingest takes: ``test_results`` with
+    passed / failed / skipped / total, plus the failed tests (capped)."""
+    t = model.summary.totals
+    failed = model.frame.loc[model.frame["bucket"] == "failed", "test_id"].tolist()
+    meta = model.meta
+    return {
+        "format_version": HUD_FORMAT,
+        "run_id": meta.run_id,
+        "backend": meta.backend,
+        "backend_version": meta.backend_version,
+        "torch_version": meta.torch_version,
+        "torch_git": meta.torch_git,
+        "suite": meta.suite,
+        "status": "completed" if meta.complete else "in_progress",
+        "conclusion": "failure" if t.n_failed else "success",
+        "started_at": meta.start_time,
+        "completed_at": meta.end_time,
+        "test_results": {
+            "passed": t.n_passed,
+            "failed": t.n_failed,
+            "skipped": t.n_skipped,
+            "total": t.total,
+        },
+        "failed_tests": failed[:HUD_FAILED_LIMIT],
+        "failed_tests_truncated": len(failed) > HUD_FAILED_LIMIT,
+    }
+
+
+_JUNIT_KIND = {
+    "failed": "failure",
+    "xpassed": "failure",
+    "error": "error",
+    "crashed": "error",
+    "timeout": "error",
+    "skipped": "skipped",
+    "xfailed": "skipped",
+    "deselected": "skipped",
+}
+# Escapes for XML text and attribute values (attributes also keep their line breaks).
+_XML_TEXT = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+_XML_ATTR = str.maketrans(
+    {
+        "&": "&amp;",
+        "<": "&lt;",
+        ">": "&gt;",
+        '"': "&quot;",
+        "\n": "&#10;",
+        "\r": "&#13;",
+        "\t": "&#9;",
+    }
+)
+
+
+def _attr(text: str) -> str:
+    return '"' + text.translate(_XML_ATTR) + '"'
+
+
+def write_junit(model: ReportModel, path: Path) -> None:
+    """JUnit XML: one ``testsuite`` per upstream file, one ``testcase`` per test. Messages
+    are bounded and stripped of characters XML cannot hold."""
+    frame = model.frame
+    t = model.summary.totals
+    lines = [
+        '<?xml version="1.0" encoding="utf-8"?>',
+        f'<testsuites name={_attr(model.meta.run_id)} tests="{t.total}" '
+        f'failures="{t.failed + t.xpassed}" errors="{t.error + t.crashed + t.timeout}" '
+        f'skipped="{t.n_skipped}">',
+    ]
+    by_file = {row.file: row for row in model.files}
+    columns = ["test_id", "test_class", "outcome", "category", "detail", "message", "duration_s"]
+    for file, group in frame.groupby("file", sort=True):
+        c = by_file[file].counts
+        lines.append(
+            f'<testsuite name={_attr(file)} tests="{c.total}" '
+            f'failures="{c.failed + c.xpassed}" '
+            f'errors="{c.error + c.crashed + c.timeout}" skipped="{c.n_skipped}" '
+            f'time="{group["duration_s"].sum():.3f}">'
+        )
+        for test_id, cls, outcome, category, detail, message, duration in zip(
+            *(group[name].tolist() for name in columns), strict=True
+        ):
+            name = test_id.rsplit("::", 1)[-1]
+            classname = f"{file}::{cls}" if cls else file
+            head = (
+                f'<testcase classname={_attr(classname)} name={_attr(name)} time="{duration:.3f}"'
+            )
+            kind = _JUNIT_KIND.get(outcome)
+            if kind is None:
+                lines.append(head + "/>")
+                continue
+            label = f"{outcome}: {category}" + (f" ({detail})" if detail else "")
+            short = printable(message.split("\n", 1)[0], 500) if message else ""
+            open_tag = f"><{kind} type={_attr(printable(label, 300))} message={_attr(short)}"
+            if kind == "skipped" or not message:
+                lines.append(f"{head}{open_tag}/></testcase>")
+            else:
+                body = printable(message).translate(_XML_TEXT)
+                lines.append(f"{head}{open_tag}>{body}</{kind}></testcase>")
+        lines.append("</testsuite>")
+    lines.append("</testsuites>")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def write_json(data: dict[str, Any], path: Path) -> None:
+    """Write ``data`` as indented, key-sorted JSON (stable for diffs and gold files)."""
+    path.write_text(
+        json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
+    )

@@ -1,0 +1,128 @@
+"""Trends over the runs of a runs root: one point per run, one row per release.
+
+Reading a root of many large runs must stay bounded, so each run is reduced to its counts
+and a sorted array of test-id hashes (enough to count tests added and removed) before the
+next is read.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from conformance.model import CATEGORIES
+from reports.counts import SKIP_OUTCOMES, Counts
+from reports.loading import load_run, run_dirs
+
+if TYPE_CHECKING:
+    import numpy
+
+__all__ = ["TrendPoint", "Trends", "build_trends"]
+
+
+@dataclass
+class TrendPoint:
+    """One run, reduced."""
+
+    run_id: str
+    start_time: str
+    torch_version: str
+    backend: str
+    counts: Counts
+    skipped_by_category: dict[str, int]
+    added: int = 0  # tests not in the previous point (upstream churn)
+    removed: int = 0
+    ids: numpy.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def label(self) -> str:
+        return self.start_time[:10] or self.run_id
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "start_time": self.start_time,
+            "torch_version": self.torch_version,
+            "backend": self.backend,
+            "counts": self.counts.to_dict(),
+            "skipped_by_category": self.skipped_by_category,
+            "added": self.added,
+            "removed": self.removed,
+        }
+
+
+@dataclass
+class Trends:
+    """Points per run (oldest first) and per release (the last run of each torch version,
+    with churn counted against the previous release)."""
+
+    runs: list[TrendPoint]
+    releases: list[TrendPoint]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runs": [p.to_dict() for p in self.runs],
+            "releases": [p.to_dict() for p in self.releases],
+        }
+
+
+def _hashes(test_ids: Any) -> numpy.ndarray:
+    import numpy
+
+    return numpy.unique(
+        numpy.fromiter(
+            (zlib.crc32(t.encode()) for t in test_ids), dtype=numpy.uint64, count=len(test_ids)
+        )
+    )
+
+
+def _churn(point: TrendPoint, previous: TrendPoint | None) -> tuple[int, int]:
+    import numpy
+
+    if previous is None or point.ids is None or previous.ids is None:
+        return 0, 0
+    added = len(numpy.setdiff1d(point.ids, previous.ids, assume_unique=True))
+    removed = len(numpy.setdiff1d(previous.ids, point.ids, assume_unique=True))
+    return added, removed
+
+
+def build_trends(runs_root: str | Path, *, backend: str | None = None) -> Trends:
+    """Trend points for every run under ``runs_root`` (only ``backend``'s runs, when
+    given, so a CPU baseline stored beside the backend's runs is not mixed in)."""
+    points: list[TrendPoint] = []
+    for run_dir in run_dirs(runs_root):
+        meta, frame = load_run(run_dir)
+        if backend is not None and meta.backend and meta.backend != backend:
+            continue
+        skipped = frame.loc[frame["outcome"].isin(SKIP_OUTCOMES), "category"]
+        by_category = skipped.replace("", "other").value_counts()
+        fallback = int(
+            ((frame["outcome"] == "passed") & (frame["ops_fallback"].map(len) > 0)).sum()
+        )
+        point = TrendPoint(
+            run_id=meta.run_id,
+            start_time=meta.start_time,
+            torch_version=meta.torch_version,
+            backend=meta.backend,
+            counts=Counts.from_series(frame["outcome"].value_counts(), fallback=fallback),
+            skipped_by_category={
+                c: int(by_category[c]) for c in CATEGORIES if by_category.get(c, 0)
+            },
+            ids=_hashes(frame["test_id"].tolist()),
+        )
+        point.added, point.removed = _churn(point, points[-1] if points else None)
+        points.append(point)
+        del frame
+    releases: dict[str, TrendPoint] = {}
+    for point in points:
+        releases[point.torch_version or "unknown"] = point  # the last run of each release
+    release_points = []
+    for version, point in releases.items():
+        copy = TrendPoint(**{**point.__dict__, "torch_version": version})
+        copy.added, copy.removed = _churn(copy, release_points[-1] if release_points else None)
+        release_points.append(copy)
+    for point in (*points, *release_points):
+        point.ids = None  # only needed to count churn
+    return Trends(runs=points, releases=release_points)
