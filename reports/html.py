@@ -246,7 +246,9 @@ def _write_ops(w: _Writer, model: ReportModel) -> None:
     w.page(
         "op_grid.html.j2",
         "op_grid.html",
-        "Operator × dtype",  # noqa: RUF001 ops=model.ops, dtypes=model.dtypes
+        "Operator × dtype",  # noqa: RUF001
+        ops=model.ops,
+        dtypes=model.dtypes,
     )
     op_frames = dict(tuple(frame.loc[frame["op"] != ""].groupby("op", sort=False)))
     for row in model.ops:
