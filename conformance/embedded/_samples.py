@@ -19,6 +19,7 @@ from conformance.embedded.selection import max_samples
 
 __all__ = [
     "SEED",
+    "backward_grads",
     "call",
     "cpu_samples",
     "device_tensors",
@@ -108,3 +109,23 @@ def device_tensors(sample) -> Iterator[torch.Tensor]:
 def grad_inputs(sample) -> list[torch.Tensor]:
     """The sample's tensors that require grad (the leaves a backward pass differentiates)."""
     return [t for t in device_tensors(sample) if t.requires_grad]
+
+
+def backward_grads(result, sample) -> list:
+    """Grads of the sample's leaves for a seeded random cotangent, copied to the CPU.
+
+    Differentiates the result's outputs that require grad, after the OpInfo's
+    ``output_process_fn_grad``; leaves an output does not reach get ``None``. Returns ``[]``
+    when nothing is differentiable. The cotangent is drawn on the CPU, so a device and the
+    CPU get the same one.
+    """
+    inputs = grad_inputs(sample)
+    outputs = [t for t in tensor_outputs(sample.output_process_fn_grad(result)) if t.requires_grad]
+    if not inputs or not outputs:
+        return []
+    generator = torch.Generator().manual_seed(SEED)
+    cotangents = [
+        torch.randn(t.shape, dtype=t.dtype, generator=generator).to(t.device) for t in outputs
+    ]
+    grads = torch.autograd.grad(outputs, inputs, cotangents, allow_unused=True, retain_graph=True)
+    return [to_cpu(g) for g in grads]

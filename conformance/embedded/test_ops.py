@@ -27,6 +27,7 @@ from torch.testing._internal.common_utils import TestCase, run_tests
 from torch.testing._internal.opinfo.core import DecorateInfo
 
 from conformance.embedded._samples import (
+    backward_grads,
     call,
     cpu_samples,
     error_inputs,
@@ -211,11 +212,11 @@ class TestCommon(TestCase):
             with noting(index, cpu_sample):
                 sample = to_device(cpu_sample, device)
                 expected = call(op, sample)
-                expected_grads = _grads(expected, sample)
+                expected_grads = backward_grads(expected, sample)
                 for variant in variants:
                     got = call(variant, sample)
                     self.assertEqual(to_cpu(got), to_cpu(expected))
-                    self.assertEqual(_grads(got, sample), expected_grads)
+                    self.assertEqual(backward_grads(got, sample), expected_grads)
                 if sample.broadcasts_input or not isinstance(sample.input, torch.Tensor):
                     continue
                 if not isinstance(expected, torch.Tensor) or expected.dtype != sample.input.dtype:
@@ -227,7 +228,7 @@ class TestCommon(TestCase):
                     got = call(variant, _with_input(sample, target))
                     self.assertIs(got, target, msg="an in-place variant returns its input")
                     self.assertEqual(to_cpu(target), to_cpu(expected))
-                    self.assertEqual(_grads(got, sample), expected_grads)
+                    self.assertEqual(backward_grads(got, sample), expected_grads)
 
     @ops(select_ops("test_noncontiguous_samples"), **dtypes_for("test_noncontiguous_samples"))
     def test_noncontiguous_samples(self, device, dtype, op):
@@ -240,7 +241,7 @@ class TestCommon(TestCase):
                 expected = call(op, sample)
                 got = call(op, strided)
                 self.assertEqual(to_cpu(got), to_cpu(expected))
-                self.assertEqual(_grads(got, strided), _grads(expected, sample))
+                self.assertEqual(backward_grads(got, strided), backward_grads(expected, sample))
 
     @ops(select_ops("test_dtypes"), **dtypes_for("test_dtypes"))
     def test_dtypes(self, device, op):
@@ -322,18 +323,6 @@ def _with_input(sample, new_input):
     clone = copy.copy(sample)
     clone.input = new_input
     return clone
-
-
-def _grads(result, sample) -> list:
-    """Grads of the sample's leaves for a fixed cotangent of the differentiable outputs, on CPU."""
-    inputs = grad_inputs(sample)
-    outputs = [t for t in tensor_outputs(sample.output_process_fn_grad(result)) if t.requires_grad]
-    if not inputs or not outputs:
-        return []
-    torch.manual_seed(0)
-    cotangents = [torch.randn(t.shape, dtype=t.dtype).to(t.device) for t in outputs]
-    grads = torch.autograd.grad(outputs, inputs, cotangents, allow_unused=True, retain_graph=True)
-    return [to_cpu(g) for g in grads]
 
 
 instantiate_device_type_tests(TestCommon, globals())
