@@ -95,6 +95,3 @@ def planted_bugs() -> dict[str, bool]:
     """Planted bug name -> whether EMU_PLANT switched it on in this process."""
     return {name: _plants.is_active(name) for name in _config.PLANTS}
 
-
-def _autoload() -> None:
-    """Entry point of the ``torch.backends`` group: importing this module did the work."""
