@@ -26,7 +26,7 @@ _NOT_IMPLEMENTED_FOR_DEVICE = re.compile(
     r"[Tt]he operator '(?P<op>[\w.]+::[\w.]+)' is not currently implemented for the"
 )
 _NO_META_KERNEL = re.compile(
-    r"(?P<op>[\w.]+::[\w.]+): attempted to run this operator with Meta tensors"
+    r"(?<![\w.])(?P<op>[\w.]+::[\w.]+): attempted to run this operator with Meta tensors"
 )
 # The emu backend's refusal, and the wording other backends are asked to use.
 _UNSUPPORTED_FEATURE = re.compile(r"unsupported feature '(?P<feature>[\w.-]+)'")
@@ -36,7 +36,7 @@ _MISMATCH_VALUES = re.compile(
     r"Not equal to tolerance|Arrays are not (?:almost )?equal|Mismatched elements: \d"
 )
 _REGEX_MISMATCH = re.compile(
-    r"Regex (?:pattern )?did(?:n't| not) match|\"[^\n]*\" does not match \""
+    r"Regex (?:pattern )?did(?:n't| not) match|\"[^\n]{0,2000}\" does not match \""
 )
 _NOT_RAISED = re.compile(r"\b\w+ not (?:raised|triggered)\b|DID NOT (?:RAISE|WARN)")
 _TIMEOUT = re.compile(r"Failed: Timeout >\s*(?P<limit>[\d.]+s)|\+{5,} Timeout \+{5,}|\btimed out\b")
@@ -63,6 +63,7 @@ _QUANTIZED = re.compile(rf"\bQuantized[A-Z]\w*|\b[Qq]uantized\b{_REFUSED}")
 _DYNAMIC = re.compile(
     r"GuardOnDataDependentSymNode|data-dependent|dynamic shapes? (?:is |are )?not supported", re.I
 )
+_ATTN_MASK = re.compile(rf"\battn_mask\b{_REFUSED}")
 _COMPLEX = re.compile(r"complex (?:numbers|tensors|dtypes?) (?:are |is )?not supported", re.I)
 
 # ScalarType names in ATen messages -> the names torch uses for dtypes in test names.
@@ -118,7 +119,7 @@ _DTYPE_UNSUPPORTED = re.compile(
 )
 _DTYPE_DOES_NOT_SUPPORT = re.compile(
     rf"does not support (?:dtype )?(?:torch\.)?(?P<dtype>{_DTYPE_WORD})\b|"
-    rf"(?:dtype )?(?:torch\.)?(?P<dtype2>{_DTYPE_WORD}) (?:dtype )?(?:is )?not supported"
+    rf"\b(?:dtype )?(?:torch\.)?(?P<dtype2>{_DTYPE_WORD}) (?:dtype )?(?:is )?not supported"
 )
 
 
@@ -179,6 +180,8 @@ def _feature(message: str) -> tuple[str, str] | None:
         return "unsupported_feature", "quantized"
     if _DYNAMIC.search(message):
         return "unsupported_feature", "dynamic_shapes"
+    if _ATTN_MASK.search(message):
+        return "unsupported_feature", "attn_mask"
     if _COMPLEX.search(message):
         return "unsupported_feature", "complex"
     return None
@@ -262,6 +265,14 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
     return reversed(seen)
 
 
+def _describe(error: BaseException) -> str:
+    try:
+        message = str(error)
+    except Exception:  # a broken __str__ must not hide the failure being classified
+        message = repr(error.args)
+    return f"{type(error).__name__}: {message}"
+
+
 def _error_lines(text: str) -> str:
     """pytest's ``E`` lines of a long report, or the text itself when it has none."""
     lines = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
@@ -287,7 +298,7 @@ def classify_failure(exc: BaseException | None, text: str) -> tuple[str, str]:
     if exc is not None:
         chain = list(_chain(exc))
         for error in chain:
-            found = _classify_message(f"{type(error).__name__}: {error}")
+            found = _classify_message(_describe(error))
             if found:
                 return found
     found = _ended(text) or _classify_message(_error_lines(text))
@@ -300,7 +311,7 @@ def classify_failure(exc: BaseException | None, text: str) -> tuple[str, str]:
 
 # Upstream skip reasons that say the test does not apply to this device.
 _NOT_APPLICABLE = re.compile(
-    r"Only runs on (?P<only>\w+)|(?P<decorator>\w+)(?: \[[^\]]*\])? ?: doesn't run on \w+|"
+    r"Only runs on (?P<only>\w+)|\b(?P<decorator>\w+)(?: \[[^\]]*\])? ?: doesn't run on \w+|"
     r"doesn't run on (?P<not>\w+)|fewer than \d+ devices|Skip as torch has no module of|"
     r"(?:CUDA|ROCm|cuDNN|MPS|XPU|GPU|Triton|NCCL|distributed)\w* (?:is )?not available|"
     r"[Rr]equires? (?:a )?(?P<needs>CUDA|GPU|ROCm|cuDNN|MPS|XPU|accelerator)|"
@@ -308,7 +319,7 @@ _NOT_APPLICABLE = re.compile(
 )
 _SKIP_DTYPE = re.compile(
     rf"(?:does not support|unsupported|not supported for) (?:dtype:? )?(?:torch\.)?(?P<dtype>{_DTYPE_WORD})\b|"
-    rf"dtype:? (?:torch\.)?(?P<dtype2>{_DTYPE_WORD}) (?:is )?not supported|"
+    rf"\bdtype:? (?:torch\.)?(?P<dtype2>{_DTYPE_WORD}) (?:is )?not supported|"
     r"dtypes? (?:is |are )?(?:not supported|unsupported)",
     re.IGNORECASE,
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import unittest
 
 import pytest
@@ -297,6 +298,10 @@ TEXTS = [
         ("crash", "SIGSEGV"),
     ),
     (
+        "RuntimeError: emu: attn_mask is not supported by scaled_dot_product_attention",
+        ("unsupported_feature", "attn_mask"),
+    ),
+    (
         "RuntimeError: Trying to use forward AD with cumsum that does not support it",
         ("unsupported_feature", "forward_ad"),
     ),
@@ -311,6 +316,24 @@ TEXTS = [
 @pytest.mark.parametrize(("text", "expected"), TEXTS, ids=[str(i) for i in range(len(TEXTS))])
 def test_report_texts(text: str, expected: tuple[str, str]) -> None:
     assert classify_failure(None, text) == expected
+
+
+def test_long_adversarial_text_is_classified_in_linear_time() -> None:
+    # Reports can be long (a big tensor printed in a message): no regex may backtrack
+    # quadratically over them.
+    text = "x" * 100_000 + '"' * 2_000 + "a_b" * 20_000 + " doesn't run on" + "\nE   boom"
+    start = time.perf_counter()
+    assert classify_failure(None, text) == ("other", "")
+    assert classify_skip(text)[0] in CATEGORIES
+    assert time.perf_counter() - start < 5
+
+
+def test_exception_with_a_broken_str_is_still_classified() -> None:
+    class Broken(RuntimeError):
+        def __str__(self) -> str:
+            raise ValueError("no")
+
+    assert classify_failure(Broken("x"), "") == ("other", "Broken")
 
 
 def test_exception_wins_over_the_text() -> None:
