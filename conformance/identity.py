@@ -257,24 +257,39 @@ def identity_from_item(item: Any, device_names: Iterable[str]) -> TestIdentity:
     from the instantiated class's bases, the template from the test function's name
     (``functools.wraps`` keeps it through parametrization), op/variant from the OpInfo
     (``full_name``, ``variant_test_name``) or the ModuleInfo name, dtype from the dtype
-    parameter and the remaining parameters as ``key=value`` pairs. Anything else, or a
-    test whose structure does not match its name, goes through :func:`parse_nodeid`.
+    parameter and the remaining parameters as ``key=value`` pairs. A test parametrized by
+    ``instantiate_parametrized_tests`` (no device) gets the same fields, its name being
+    its test_id. Anything else, or a test whose structure does not match its name, goes
+    through :func:`parse_nodeid`.
     """
     nodeid: str = item.nodeid
     cls = getattr(item, "cls", None)
     function = getattr(item, "obj", None)
     kwargs = _param_kwargs(function) if cls is not None else None
-    generic = _generic_class(cls) if kwargs is not None else None
-    if kwargs is None or generic is None:
+    if kwargs is None:
         return parse_nodeid(nodeid, device_names)
-
     name = nodeid.rsplit("::", 1)[-1]
     template = getattr(function, "__name__", "")
-    dtype_value = kwargs.get("dtypes", kwargs.get("dtype"))
-    if isinstance(dtype_value, (list, tuple)):
-        dtype = "_".join(_dtype_name(d) for d in dtype_value)
-    else:
-        dtype = _dtype_name(dtype_value) if isinstance(dtype_value, torch.dtype) else ""
+    dtype = _dtype_field(kwargs)
+    generic = _generic_class(cls)
+    if generic is None:
+        # instantiate_parametrized_tests: "{template}_{suffix}" in the class itself.
+        if not (template and name.startswith(template + "_")):
+            return parse_nodeid(nodeid, device_names)
+        file = nodeid.split("::", 1)[0]
+        op, variant, params = _parametrized_fields(kwargs, name)
+        return TestIdentity(
+            nodeid=nodeid,
+            test_id=nodeid,
+            file=file,
+            test_class=cls.__name__,
+            template=template,
+            op=op,
+            variant=variant,
+            dtype=dtype,
+            params=params,
+        )
+
     device = _device_token(cls)
     tail = f"_{device}" + (f"_{dtype}" if dtype else "")
     if not (
@@ -284,24 +299,8 @@ def identity_from_item(item: Any, device_names: Iterable[str]) -> TestIdentity:
         and len(name) >= len(template) + len(tail)
     ):
         return parse_nodeid(nodeid, device_names)
-
-    op = variant = ""
-    op_info = kwargs.get("op")
-    module_info = kwargs.get("module_info")
-    if op_info is not None:
-        op = getattr(op_info, "full_name", "") or getattr(op_info, "name", "")
-        variant = getattr(op_info, "variant_test_name", "") or ""
-    elif module_info is not None:
-        op = getattr(module_info, "name", "")
     stem = name[: len(name) - len(tail)]
-    skip_keys = _STRUCTURED_KEYS
-    if module_info is not None and not stem.endswith(("_train_mode", "_eval_mode")):
-        # @modules passes `training` always but names it only for modules whose train
-        # and eval modes differ; a constant is not a parametrization.
-        skip_keys = _STRUCTURED_KEYS | {"training"}
-    params = ",".join(
-        f"{key}={_format_value(value)}" for key, value in kwargs.items() if key not in skip_keys
-    )
+    op, variant, params = _parametrized_fields(kwargs, stem)
     file = nodeid.split("::", 1)[0]
     return TestIdentity(
         nodeid=nodeid,
@@ -315,3 +314,32 @@ def identity_from_item(item: Any, device_names: Iterable[str]) -> TestIdentity:
         params=params,
         device=device,
     )
+
+
+def _dtype_field(kwargs: dict[str, Any]) -> str:
+    """The dtype(s) a test was instantiated for, spelled as in its name."""
+    value = kwargs.get("dtypes", kwargs.get("dtype"))
+    if isinstance(value, (list, tuple)):
+        return "_".join(_dtype_name(d) for d in value if isinstance(d, torch.dtype))
+    return _dtype_name(value) if isinstance(value, torch.dtype) else ""
+
+
+def _parametrized_fields(kwargs: dict[str, Any], stem: str) -> tuple[str, str, str]:
+    """(op, variant, params) from a test's param_kwargs; ``stem`` is its name sans device."""
+    op = variant = ""
+    op_info = kwargs.get("op")
+    module_info = kwargs.get("module_info")
+    if op_info is not None:
+        op = getattr(op_info, "full_name", "") or getattr(op_info, "name", "")
+        variant = getattr(op_info, "variant_test_name", "") or ""
+    elif module_info is not None:
+        op = getattr(module_info, "name", "")
+    skip_keys = _STRUCTURED_KEYS
+    if module_info is not None and not stem.endswith(("_train_mode", "_eval_mode")):
+        # @modules passes `training` always but names it only for modules whose train
+        # and eval modes differ; a constant is not a parametrization.
+        skip_keys = _STRUCTURED_KEYS | {"training"}
+    params = ",".join(
+        f"{key}={_format_value(value)}" for key, value in kwargs.items() if key not in skip_keys
+    )
+    return op, variant, params

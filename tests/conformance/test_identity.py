@@ -245,6 +245,54 @@ def test_identity_from_item_is_fast(
     assert per_call < 200e-6, f"{per_call * 1e6:.0f} us per item"
 
 
+PARAMETRIZED_ONLY = """
+import torch
+from torch.testing._internal.common_utils import TestCase, instantiate_parametrized_tests, parametrize
+
+
+@instantiate_parametrized_tests
+class TestPlain(TestCase):
+    @parametrize("dtype", [torch.float32, torch.int64])
+    @parametrize("reduction", ["mean", "sum"])
+    def test_reduce(self, dtype, reduction):
+        pass
+
+    def test_unparametrized(self):
+        pass
+"""
+
+
+def test_identity_from_items_parametrized_without_device(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    items, _ = pytester.inline_genitems(pytester.makepyfile(test_plain_sample=PARAMETRIZED_ONLY))
+    got = {item.nodeid.split("::")[-1]: identity_from_item(item, DEVICES) for item in items}
+    assert sorted(got) == [
+        "test_reduce_float32_reduction_mean",
+        "test_reduce_float32_reduction_sum",
+        "test_reduce_int64_reduction_mean",
+        "test_reduce_int64_reduction_sum",
+        "test_unparametrized",
+    ]
+    reduce = got["test_reduce_int64_reduction_sum"]
+    assert reduce == TestIdentity(
+        nodeid="test_plain_sample.py::TestPlain::test_reduce_int64_reduction_sum",
+        test_id="test_plain_sample.py::TestPlain::test_reduce_int64_reduction_sum",
+        file="test_plain_sample.py",
+        test_class="TestPlain",
+        template="test_reduce",
+        dtype="int64",
+        params="reduction=sum",
+    )
+    plain = got["test_unparametrized"]
+    assert (plain.test_id, plain.template, plain.device) == (
+        "test_plain_sample.py::TestPlain::test_unparametrized",
+        "test_unparametrized",
+        "",
+    )
+
+
 class _PlainItem:
     """A collected item that is not a torch test (a pytest function, a doctest)."""
 
