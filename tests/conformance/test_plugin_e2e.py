@@ -1,0 +1,220 @@
+"""End to end: the plugin over upstream-style fixture files, serial and under xdist.
+
+The fixture files (tests/fixtures/upstream/) hold device-generic classes, @ops over an
+op_db subset, @dtypes, an upstream skip decorator, expected failures, a missing kernel, a
+numerical mismatch, a segfault and a hang. Every run here must record exactly the
+outcomes in EXPECTED, field by field, whatever the number of workers.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas  # noqa: F401  (loaded before in-process runs, whose module snapshot would drop it)
+import pyarrow.parquet  # noqa: F401
+import pytest
+import torch  # noqa: F401
+
+from conformance.store import read_run
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "upstream"
+
+SKIPLIST = """\
+[[skip]]
+test_id = "test_fixture_ops.py::TestFixtureDevice::test_fill_int64"
+tier = "deselect"
+category = "crash"
+reason = "stands for a test that takes its process down"
+
+[[skip]]
+test_id = "test_fixture_ops.py::TestFixtureDevice::test_mismatch"
+tier = "xfail"
+category = "known_bug"
+detail = "fill"
+reason = "wrong values"
+
+[[skip]]
+op = "add"
+dtypes = ["int64"]
+tier = "skip"
+category = "unsupported_dtype"
+detail = "int64"
+reason = "no integer add"
+"""
+
+OPS = "test_fixture_ops.py::"
+#: test_id -> (outcome, category, detail), for a cpu run with SKIPLIST.
+EXPECTED = {
+    OPS + "TestFixtureCommon::test_samples_abs_float32": ("passed", "", ""),
+    OPS + "TestFixtureCommon::test_samples_abs_int64": ("passed", "", ""),
+    OPS + "TestFixtureCommon::test_samples_add_float32": ("passed", "", ""),
+    OPS + "TestFixtureCommon::test_samples_add_int64": ("skipped", "unsupported_dtype", "int64"),
+    OPS + "TestFixtureDevice::test_fill_float32": ("passed", "", ""),
+    OPS + "TestFixtureDevice::test_fill_int64": ("deselected", "crash", ""),
+    OPS + "TestFixtureDevice::test_missing_kernel": (
+        "failed",
+        "missing_lowering",
+        "aten::_cslt_compress",
+    ),
+    OPS + "TestFixtureDevice::test_mismatch": ("xfailed", "known_bug", "fill"),
+    OPS + "TestFixtureDevice::test_cuda_only": ("skipped", "not_applicable", "cuda"),
+    # torch's device-type expectedFailure turns the expected failure into a pass
+    OPS + "TestFixtureDevice::test_known_failure": ("passed", "", ""),
+    OPS + "TestFixturePlain::test_plain_pass": ("passed", "", ""),
+    OPS + "TestFixturePlain::test_plain_expected_failure": (
+        "xfailed",
+        "known_bug",
+        "upstream expectedFailure",
+    ),
+}
+CRASH = "test_fixture_crash.py::TestFixtureCrash::"
+EXPECTED_CRASH = {
+    CRASH + "test_a_before": ("passed", "", ""),
+    CRASH + "test_b_segfault": ("crashed", "crash", ""),
+    CRASH + "test_c_hang": ("timeout", "timeout", ""),
+    CRASH + "test_d_after": ("passed", "", ""),
+}
+
+
+def setup_files(pytester: pytest.Pytester, *names: str) -> None:
+    for name in names:
+        shutil.copy(FIXTURES / name, pytester.path / name)
+    (pytester.path / "skip.toml").write_text(SKIPLIST)
+
+
+def outcomes(frame) -> dict[str, tuple[str, str, str]]:
+    return {row.test_id: (row.outcome, row.category, row.detail) for row in frame.itertuples()}
+
+
+def check_common_fields(frame, meta, run_dir) -> None:
+    assert frame["nodeid"].is_unique
+    assert set(frame["run_id"]) == {meta.run_id} and meta.run_id == run_dir.name
+    assert set(frame["device"]) == {"cpu"}
+    rows = frame.set_index("test_id")
+    add = rows.loc[OPS + "TestFixtureCommon::test_samples_add_float32"]
+    assert add.nodeid == OPS + "TestFixtureCommonCPU::test_samples_add_cpu_float32"
+    assert add[["file", "test_class", "template", "op", "dtype"]].tolist() == [
+        "test_fixture_ops.py",
+        "TestFixtureCommon",
+        "test_samples",
+        "add",
+        "float32",
+    ]
+    assert add.duration_s > 0 and add.skip_entry == "" and add.message == ""
+    missing = rows.loc[OPS + "TestFixtureDevice::test_missing_kernel"]
+    assert missing.message.startswith(
+        "NotImplementedError: Could not run 'aten::_cslt_compress' with arguments from the 'CPU'"
+    )
+    assert len(missing.message) <= 2000
+    skipped = rows.loc[OPS + "TestFixtureCommon::test_samples_add_int64"]
+    assert skipped.skip_entry.endswith("skip.toml:14") and "no integer add" in skipped.message
+    deselected = rows.loc[OPS + "TestFixtureDevice::test_fill_int64"]
+    assert deselected.skip_entry.endswith("skip.toml:1")
+    assert deselected.message == "stands for a test that takes its process down"
+    assert rows.loc[OPS + "TestFixtureDevice::test_cuda_only"].message == "Only runs on cuda"
+    assert meta.complete and meta.backend == "cpu" and meta.torch_version
+    assert meta.collected == len(frame)
+
+
+def test_a_serial_run_records_every_outcome_field_by_field(pytester: pytest.Pytester):
+    setup_files(pytester, "test_fixture_ops.py")
+    result = pytester.runpytest_inprocess(
+        "--device",
+        "cpu",
+        "--run-dir",
+        "run",
+        "--skiplist",
+        "skip.toml",
+        "-p",
+        "no:cacheprovider",
+        "--tb=line",
+    )
+    result.assert_outcomes(passed=6, failed=1, skipped=2, xfailed=2, deselected=1)
+    meta, frame = read_run(pytester.path / "run")
+    assert outcomes(frame) == EXPECTED
+    check_common_fields(frame, meta, pytester.path / "run")
+    assert set(frame["worker"]) == {""}
+    assert meta.suite == f"tests:{pytester.path}"
+    assert (pytester.path / "runs").exists() is False  # --run-dir wins over --runs-root
+
+
+@pytest.mark.slow
+def test_xdist_run_survives_a_segfault_and_a_hang_and_records_the_same(pytester: pytest.Pytester):
+    setup_files(pytester, "test_fixture_ops.py", "test_fixture_crash.py")
+    result = pytester.runpytest_subprocess(
+        "--device",
+        "cpu",
+        "--runs-root",
+        "runs",
+        "--run-id",
+        "par",
+        "--skiplist",
+        "skip.toml",
+        "-n",
+        "2",
+        "--test-timeout",
+        "4",
+        "-p",
+        "no:cacheprovider",
+    )
+    assert result.ret == 1
+    meta, frame = read_run(pytester.path / "runs" / "par")
+    assert outcomes(frame) == {**EXPECTED, **EXPECTED_CRASH}
+    check_common_fields(frame, meta, pytester.path / "runs" / "par")
+    ran = frame[frame["outcome"] != "deselected"]
+    assert set(ran["worker"]) <= {f"gw{i}" for i in range(8)}
+    rows = frame.set_index("test_id")
+    assert "crashed while running" in rows.loc[CRASH + "test_b_segfault"].message
+    assert rows.loc[CRASH + "test_c_hang"].message == "timed out after 4 s"
+    assert (pytester.path / "runs" / "latest").resolve().name == "par"
+
+
+KILLED_ONCE = """
+import os, signal, pathlib
+
+FLAG = pathlib.Path(__file__).with_name("killed.flag")
+
+def test_1():
+    pass
+
+def test_2():
+    assert 1 == 2
+
+def test_3():
+    if not FLAG.exists():  # the first run dies here, as if killed from outside
+        FLAG.write_text("killed")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+def test_4():
+    pass
+
+def test_5():
+    pass
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_without_losing_or_repeating_a_record(pytester: pytest.Pytester):
+    pytester.makepyfile(test_killed=KILLED_ONCE)
+    first = pytester.runpytest_subprocess(
+        "--device", "cpu", "--run-dir", "run", "-p", "no:cacheprovider"
+    )
+    assert first.ret != 0 and (pytester.path / "killed.flag").exists()
+    meta, frame = read_run(pytester.path / "run")
+    assert not meta.complete
+    assert list(frame["outcome"]) == ["passed", "failed"]
+    before = frame.copy()
+    with open(pytester.path / "run" / "outcomes.jsonl", "a") as handle:
+        handle.write('{"run_id": "run", "nodeid": "test_killed.py::tes')  # torn by the kill
+
+    second = pytester.runpytest_subprocess(
+        "--device", "cpu", "--resume", "run", "-n", "1", "-p", "no:cacheprovider"
+    )
+    second.assert_outcomes(passed=3)  # under xdist the two resumed tests are deselected in workers
+    meta, frame = read_run(pytester.path / "run")
+    assert meta.complete and meta.collected == 5
+    assert sorted(frame["nodeid"]) == [f"test_killed.py::test_{i}" for i in range(1, 6)]
+    assert frame.set_index("nodeid").loc["test_killed.py::test_3", "outcome"] == "passed"
+    kept = frame[frame["nodeid"].isin(before["nodeid"])].reset_index(drop=True)
+    assert kept.equals(before)
