@@ -39,7 +39,12 @@ _REGEX_MISMATCH = re.compile(
     r"Regex (?:pattern )?did(?:n't| not) match|\"[^\n]{0,2000}\" does not match \""
 )
 _NOT_RAISED = re.compile(r"\b\w+ not (?:raised|triggered)\b|DID NOT (?:RAISE|WARN)")
-_TIMEOUT = re.compile(r"Failed: Timeout >\s*(?P<limit>[\d.]+s)|\+{5,} Timeout \+{5,}|\btimed out\b")
+# pytest-timeout's failure and banner, and the run's own "timed out after 300 s" record.
+_TIMEOUT = re.compile(
+    r"Failed: Timeout >\s*(?P<limit>[\d.]+s)|\+{5,} Timeout \+{5,}|"
+    r"^timed out(?: after (?P<after>[\d.]+) ?s)?\s*$",
+    re.M,
+)
 _CRASH = re.compile(
     r"worker '[^']+' crashed while running|node down: Not properly terminated|"
     r"Fatal Python error: |Segmentation fault|Aborted \(core dumped\)|"
@@ -213,7 +218,7 @@ def _ended(message: str) -> tuple[str, str] | None:
     """A test that did not end by itself: a timeout, or a crash of its process."""
     match = _TIMEOUT.search(message)
     if match:
-        return "timeout", match["limit"] or ""
+        return "timeout", match["limit"] or (f"{match['after']}s" if match["after"] else "")
     if not _CRASH.search(message):
         return None
     match = _SIGNAL.search(message)

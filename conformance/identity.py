@@ -156,7 +156,8 @@ def parse_nodeid(nodeid: str, device_names: Iterable[str]) -> TestIdentity:
     """Identity of a test from its pytest nodeid alone.
 
     ``device_names`` are the device tokens to remove (``("emu", "privateuse1", "cpu")``);
-    ``privateuse1`` is always recognised. The class suffix and the device token are only
+    ``privateuse1`` is always recognised; an index (``emu:0``) is ignored, as torch
+    names tests by device type only (``_cuda``, never ``_cuda_0``, multi-device tests too). The class suffix and the device token are only
     removed together, so a class that is not device-instantiated keeps its name. The
     dtype suffix (one or more dtypes after the device) goes to ``dtype``, ``_``-joined;
     ``@ops``/``@modules`` names go to ``op`` and ``variant``; text after the op goes to

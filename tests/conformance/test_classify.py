@@ -283,6 +283,12 @@ TEXTS = [
         "E   Failed: Timeout >300.0s\n+++++++++++++++++++ Timeout +++++++++++++++++++",
         ("timeout", "300.0s"),
     ),
+    ("timed out after 300 s", ("timeout", "300s")),
+    ("timed out", ("timeout", "")),
+    (
+        "E   RuntimeError: Connection timed out while waiting for the store",
+        ("other", "RuntimeError"),
+    ),
     (
         "worker 'gw1' crashed while running "
         "'test_ops.py::TestCommonEMU::test_out_cumsum_emu_float32'",
