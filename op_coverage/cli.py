@@ -3,7 +3,7 @@
 ::
 
     conformance ops table --device emu [--status missing] [--core] [--json]
-    conformance ops snapshot RUN [--no-opinfo]
+    conformance ops snapshot RUN [--no-opinfo] [--backend-module MODULE]
     conformance ops triage RUN [--top N] [--tests K] [--grid] [--json]
     conformance ops diff A B [--limit N] [--json]
 
@@ -46,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     snap = commands.add_parser("snapshot", help="write RUN/op_coverage.json")
     snap.add_argument("run", metavar="RUN")
     snap.add_argument("--runs-root", default="runs")
+    snap.add_argument("--backend-module", help="module to import that registers the backend")
     snap.add_argument(
         "--no-opinfo", action="store_true", help="skip the OpInfo denominator (slow import)"
     )
@@ -120,7 +121,11 @@ def _snapshot(args: argparse.Namespace) -> int:
     from op_coverage.render import format_snapshot
     from op_coverage.snapshot import read_snapshot, write_snapshot
 
-    path = write_snapshot(_run_dir(args.run, args.runs_root), opinfo=not args.no_opinfo)
+    path = write_snapshot(
+        _run_dir(args.run, args.runs_root),
+        opinfo=not args.no_opinfo,
+        module_name=args.backend_module,
+    )
     print(format_snapshot(read_snapshot(path)))
     print(f"\nwrote {path}")
     return 0

@@ -59,16 +59,18 @@ def snapshot(
     *,
     static: StaticTable | None = None,
     opinfo: bool = True,
+    module_name: str | None = None,
 ) -> dict[str, Any]:
     """The coverage snapshot of ``device_type`` in this process, joined with a run's
     ``records`` when given. ``static`` defaults to the backend's static table (loading the
-    backend); ``opinfo=False`` leaves out the OpInfo denominator (its import is slow)."""
+    backend, from ``module_name`` when given); ``opinfo=False`` leaves out the OpInfo
+    denominator (its import is slow)."""
     import torch
 
     from conformance import __version__ as harness_version
 
     if static is None:
-        static = load_static_table(device_type)
+        static = load_static_table(device_type, module_name)
     overloads = aten_overloads()
     run_id = meta.run_id if meta is not None else ""
     denoms = denominators(overloads, torch.__version__, records, run_id, opinfo=opinfo)
@@ -159,16 +161,19 @@ def write_snapshot(
     *,
     static: StaticTable | None = None,
     opinfo: bool = True,
+    module_name: str | None = None,
 ) -> Path:
     """Build the snapshot of a run (its backend is the run's ``meta.backend``, loaded in this
-    process unless ``static`` is given) and write ``<run_dir>/op_coverage.json``; returns
+    process, from ``module_name`` when given, unless ``static`` is given) and write ``<run_dir>/op_coverage.json``; returns
     the path. The file is replaced atomically."""
     from conformance.store import read_run
 
     meta, records = read_run(run_dir)
     if not meta.backend:
         raise ConfigError("run has no backend in meta.json", where=str(run_dir))
-    data = snapshot(meta.backend, records, meta, static=static, opinfo=opinfo)
+    data = snapshot(
+        meta.backend, records, meta, static=static, opinfo=opinfo, module_name=module_name
+    )
     path = Path(run_dir) / SNAPSHOT_NAME
     partial = path.with_suffix(".json.partial")
     partial.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n", encoding="utf-8")
