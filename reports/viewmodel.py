@@ -135,7 +135,8 @@ class Summary:
     totals: Counts
     skipped_by_category: list[tuple[str, int]]
     failed_by_category: list[tuple[str, int]]
-    missing_lowering_tests: int
+    missing_lowering_tests: int  # skipped or failed for a missing lowering
+    missing_lowering_skipped: int
     missing_lowering_ops: int
     fallback_passed: int
     fallback_ops: int
@@ -158,6 +159,9 @@ def build_summary(meta: RunMeta, frame: pandas.DataFrame) -> Summary:
         skipped_by_category=_ordered_counts(skipped),
         failed_by_category=_ordered_counts(failed),
         missing_lowering_tests=len(missing),
+        missing_lowering_skipped=int(
+            ((frame["category"] == "missing_lowering") & (frame["bucket"] == "skipped")).sum()
+        ),
         missing_lowering_ops=int(missing[missing != ""].nunique()),
         fallback_passed=int(frame["via_fallback"].sum()),
         fallback_ops=len(fallback_ops),

@@ -1,0 +1,124 @@
+"""``conformance report``: what a user types, what they get, and clear errors for bad
+input (exit code 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.reports.conftest import run_report
+
+
+def test_report_writes_every_format_and_prints_the_headline(
+    runs_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "report"
+    code = run_report(
+        [
+            "run-b",
+            "--runs-root",
+            str(runs_root),
+            "--out",
+            str(out),
+            "--baseline",
+            str(runs_root.parent / "baseline" / "cpu"),
+            "--compare",
+            "run-a",
+            "--history",
+            str(runs_root),
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("run-b: 12 outcomes, 3 passed (25.0%), 6 failed, 3 skipped")
+    for name in (
+        "index.html",
+        "summary.json",
+        "summary.md",
+        "junit.xml",
+        "hud.json",
+        "diff.html",
+        "trends.html",
+        "baseline-0.html",
+        "static/style.css",
+    ):
+        assert (out / name).is_file(), name
+
+
+def test_latest_and_a_subset_of_formats(runs_root: Path, tmp_path: Path) -> None:
+    (runs_root / "latest").symlink_to("run-b")
+    out = tmp_path / "ci"
+    assert (
+        run_report(
+            ["latest", "--runs-root", str(runs_root), "--out", str(out), "--format", "md,hud"]
+        )
+        == 0
+    )
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".conformance-report",
+        ".gitignore",
+        "hud.json",
+        "summary.md",
+    ]
+    # Rendering again replaces the earlier report.
+    assert run_report([str(runs_root / "run-b"), "--out", str(out), "--format", "json"]) == 0
+    assert not (out / "hud.json").exists() and (out / "summary.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["nope"], "no run named 'nope'"),
+        (["run-b", "--format", "html,pdf"], "--format: unknown format pdf"),
+        (["run-b", "--compare", "missing"], "no run named 'missing'"),
+        (["run-b", "--history", "/no/such/root"], "no such runs folder"),
+    ],
+)
+def test_bad_input_exits_2_naming_what_is_wrong(
+    runs_root: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    message: str,
+) -> None:
+    code = run_report([*argv, "--runs-root", str(runs_root), "--out", str(tmp_path / "o")])
+    assert code == 2
+    assert message in capsys.readouterr().out
+    assert not (tmp_path / "o").exists()
+
+
+def test_refuses_to_overwrite_a_folder_that_is_not_a_report(
+    runs_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep me")
+    assert run_report(["run-b", "--runs-root", str(runs_root), "--out", str(precious)]) == 2
+    assert "holds no report; not overwriting it" in capsys.readouterr().out
+    assert (precious / "notes.txt").read_text() == "keep me"
+
+
+def test_a_failed_render_leaves_the_earlier_report(
+    runs_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "report"
+    assert (
+        run_report(["run-b", "--runs-root", str(runs_root), "--out", str(out), "--format", "md"])
+        == 0
+    )
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr("reports.render.write_junit", broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        run_report(
+            ["run-b", "--runs-root", str(runs_root), "--out", str(out), "--format", "md,junit"]
+        )
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".conformance-report",
+        ".gitignore",
+        "summary.md",
+    ]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
