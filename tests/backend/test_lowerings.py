@@ -1,0 +1,141 @@
+"""The lowering registry, derived kernels (in-place, out=, results on the right device),
+missing lowerings and the CPU fallback switch."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import pytest
+import torch
+
+import torch_emu
+from torch_emu.lowering import LoweringError
+from torch_emu.lowering.registry import lower, lowering
+
+MISSING = re.compile(r"Could not run '([^']+)' with arguments from the '([^']+)' backend")
+
+
+def test_registry_refuses_composite_implicit_ops():
+    with pytest.raises(LoweringError, match="aten::linear: is CompositeImplicitAutograd"):
+        lower("aten::linear")
+
+
+def test_registry_refuses_view_ops():
+    with pytest.raises(LoweringError, match="aten::transpose.int: is a view op"):
+        lower("aten::transpose.int")
+
+
+def test_registry_refuses_duplicates_and_unknown_names():
+    with pytest.raises(LoweringError, match="aten::add.Tensor: already lowered at torch_emu/"):
+        lowering("aten::add.Tensor")(lambda *a: None)
+    with pytest.raises(LoweringError, match="'aten::no_such_op': no such ATen overload"):
+        lower("aten::no_such_op")
+    with pytest.raises(LoweringError, match="expected 'aten::name'"):
+        lower("add.Tensor")
+
+
+def test_functional_inplace_and_out_variants_agree_with_cpu():
+    host = torch.randn(4, 5)
+    dev = host.to("emu:1")
+    assert torch.equal(torch.sigmoid(dev).cpu(), torch.sigmoid(host))
+    assert torch.sigmoid(dev).device == torch.device("emu:1")
+    inplace = dev.clone()
+    returned = inplace.sigmoid_()
+    assert returned is inplace and torch.equal(inplace.cpu(), torch.sigmoid(host))
+    out = torch.empty(4, 5, device="emu:1")
+    assert torch.sigmoid(dev, out=out) is out
+    assert torch.equal(out.cpu(), torch.sigmoid(host))
+    values, indices = (
+        torch.empty(0, device="emu:1"),
+        torch.empty(0, dtype=torch.long, device="emu:1"),
+    )
+    torch.max(dev, 1, out=(values, indices))
+    expected = torch.max(host, 1)
+    assert torch.equal(values.cpu(), expected.values) and torch.equal(
+        indices.cpu(), expected.indices
+    )
+
+
+def test_out_resize_follows_upstream_semantics():
+    x = torch.ones(5, device="emu")
+    out = torch.empty(2, device="emu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.add(x, 1, out=out)
+    assert out.shape == (5,) and out.cpu().tolist() == [2.0] * 5
+    messages = [str(w.message) for w in caught]
+    assert sum("An output with one or more elements was resized" in m for m in messages) == 1
+    shrink = torch.empty(10, device="emu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.mul(x, 3, out=shrink)
+    assert shrink.shape == (5,) and shrink.cpu().tolist() == [3.0] * 5
+    with pytest.raises(RuntimeError, match="result type Float can't be cast"):
+        torch.add(x, 1, out=torch.empty(5, dtype=torch.long, device="emu"))
+
+
+def test_core_op_families_match_cpu(no_fallback):
+    host = torch.randn(6, 5)
+    dev = host.to("emu")
+    idx = torch.tensor([0, 3, 5])
+    checks = {
+        "where": lambda t: torch.where(t > 0, t, -t),
+        "clamp": lambda t: t.clamp(-0.5, 0.5),
+        "cast": lambda t: t.to(torch.int32),
+        "var": lambda t: t.var(1),
+        "norm": lambda t: t.norm(),
+        "cumsum": lambda t: t.cumsum(0),
+        "argmax": lambda t: t.argmax(1),
+        "bmm": lambda t: torch.bmm(t[None], t.t()[None]),
+        "addmm": lambda t: torch.addmm(t[:, :1], t, t.t()[:, :1]),
+        "mv": lambda t: torch.mv(t, t[0]),
+        "dot": lambda t: torch.dot(t[0], t[1]),
+        "index": lambda t: t[idx.to(t.device)],
+        "index_put": lambda t: t.clone().index_put_((idx.to(t.device),), t[0, 0]),
+        "gather": lambda t: t.gather(1, torch.zeros(6, 2, dtype=torch.long, device=t.device)),
+        "scatter": lambda t: torch.zeros_like(t).scatter(
+            0, torch.ones(1, 5, dtype=torch.long, device=t.device), t[:1]
+        ),
+        "index_select": lambda t: t.index_select(0, idx.to(t.device)),
+        "masked_fill": lambda t: t.masked_fill(t > 0, 0.0),
+        "cat": lambda t: torch.cat([t, t * 2]),
+        "flip": lambda t: t.flip(0),
+        "roll": lambda t: t.roll(2, 1),
+        "sort": lambda t: t.sort(1).values,
+        "topk": lambda t: t.topk(2).indices,
+        "softmax": lambda t: t.softmax(1),
+        "nonzero": lambda t: (t > 0).nonzero(),
+    }
+    for name, fn in checks.items():
+        assert torch.equal(fn(dev).cpu(), fn(host)), name
+    assert torch_emu.fallback_counts() == {}
+
+
+def test_missing_lowering_raises_torch_standard_error(no_fallback):
+    x = torch.ones(3, device="emu")
+    with pytest.raises(NotImplementedError) as info:
+        torch.special.zeta(x, x)
+    match = MISSING.match(str(info.value))
+    assert match is not None
+    assert match.groups() == ("aten::special_zeta.out", "emu")
+
+
+def test_cpu_fallback_switch_and_counters(no_fallback):
+    x = torch.full((3,), 2.0, device="emu")
+    assert not torch_emu.cpu_fallback_enabled()
+    torch_emu.set_cpu_fallback(True)
+    assert torch_emu.cpu_fallback_enabled()
+    result = torch.special.zeta(x, x)
+    torch.special.zeta(x, x)
+    assert result.device.type == "emu"
+    assert torch.allclose(result.cpu(), torch.special.zeta(x.cpu(), x.cpu()))
+    torch.add(x, x)  # lowered: not counted
+    assert torch_emu.fallback_counts() == {"aten::special_zeta.out": 2}
+    torch_emu.reset_fallback_counts()
+    assert torch_emu.fallback_counts() == {}
+    torch_emu.set_cpu_fallback(False)
+    with pytest.raises(NotImplementedError, match="special_zeta"):
+        torch.special.zeta(x, x)
+    with pytest.raises(TypeError, match="expected a bool"):
+        torch_emu.set_cpu_fallback(1)

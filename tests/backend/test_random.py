@@ -1,0 +1,75 @@
+"""Random numbers come from per-device generators that are reproducible under seeding."""
+
+from __future__ import annotations
+
+import torch
+
+
+def _draw(device="emu"):
+    return torch.cat(
+        [
+            torch.randn(8, device=device),
+            torch.rand(8, device=device),
+            torch.randint(0, 100, (8,), device=device).float(),
+            torch.randperm(8, device=device).float(),
+            torch.empty(8, device=device).bernoulli_(0.5),
+        ]
+    ).cpu()
+
+
+def test_manual_seed_reproduces_draws():
+    torch.manual_seed(123)
+    first = _draw()
+    torch.manual_seed(123)
+    assert torch.equal(_draw(), first)
+    assert torch.emu.initial_seed() == 123
+
+
+def test_devices_have_separate_generators():
+    torch.manual_seed(7)
+    on_zero = torch.randn(4, device="emu:0").cpu()
+    on_one = torch.randn(4, device="emu:1").cpu()
+    assert torch.equal(on_zero, on_one)  # same seed, separate streams
+    after = torch.randn(4, device="emu:0").cpu()
+    assert not torch.equal(after, on_zero)
+
+
+def test_rng_state_round_trip():
+    torch.emu.manual_seed(5)
+    state = torch.emu.get_rng_state()
+    assert state.dtype == torch.uint8 and state.device.type == "cpu"
+    first = torch.randn(6, device="emu").cpu()
+    torch.emu.set_rng_state(state)
+    assert torch.equal(torch.randn(6, device="emu").cpu(), first)
+    states = torch.emu.get_rng_state_all()
+    assert len(states) == torch.emu.device_count()
+
+
+def test_explicit_generator_is_used_and_advanced():
+    gen_a = torch.Generator(device="emu").manual_seed(99)
+    gen_b = torch.Generator(device="emu").manual_seed(99)
+    assert gen_a.device.type == "emu"
+    x = torch.rand(5, device="emu", generator=gen_a).cpu()
+    assert torch.equal(x, torch.rand(5, device="emu", generator=gen_b).cpu())
+    assert not torch.equal(x, torch.rand(5, device="emu", generator=gen_a).cpu())
+
+
+def test_default_generator_is_not_the_cpu_one():
+    torch.manual_seed(0)
+    torch.randn(100)  # advance the CPU generator only
+    emu_draw = torch.randn(3, device="emu").cpu()
+    torch.manual_seed(0)
+    assert torch.equal(torch.randn(3, device="emu").cpu(), emu_draw)
+
+
+def test_dropout_draws_from_the_emu_generator():
+    x = torch.ones(1000, device="emu")
+    torch.manual_seed(11)
+    first = torch.nn.functional.dropout(x, 0.5).cpu()
+    torch.manual_seed(11)
+    torch.randn(10)  # the CPU generator is not the one dropout uses on emu
+    torch.manual_seed(11)
+    assert torch.equal(torch.nn.functional.dropout(x, 0.5).cpu(), first)
+    cpu_state = torch.get_rng_state()
+    torch.nn.functional.dropout(x, 0.5)
+    assert torch.equal(torch.get_rng_state(), cpu_state)
