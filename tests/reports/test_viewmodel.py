@@ -89,7 +89,7 @@ def test_bad_records_are_refused_with_the_test_named(tmp_path: Path) -> None:
     bad = small_records()
     bad[3].outcome = "exploded"
     write_small_run(tmp_path, records=bad)
-    with pytest.raises(ConfigError, match="test_out_cumsum_float32.*'exploded'"):
+    with pytest.raises(ConfigError, match=r"test_out_cumsum_float32.*'exploded'"):
         load_run(tmp_path / "run-b")
     twice = [*small_records(), record("test_torch.py::TestTorchDeviceType::test_sparse", "passed")]
     write_small_run(tmp_path, "dup", records=twice)
