@@ -163,6 +163,9 @@ def run_command(args: argparse.Namespace) -> int:
     """The ``run`` handler: returns the exit code."""
     selection = select_tests(args)
     workers = _check_workers(args.workers)
+    for path in args.skiplist:
+        if not Path(path).is_file():
+            raise ConfigError(f"no such file: {path}", where="--skiplist")
     _check_shard(args.shard)
     runs_root = Path(args.runs_root).resolve()
     check_backend(args.device, args.backend_module)

@@ -151,7 +151,7 @@ class TestRunAgent:
             return (yield)
         if backend.reset_fallback_counts is not None:
             backend.reset_fallback_counts()
-        tracer = _trace_ops() if self.trace_ops else nullcontext()
+        tracer = _trace_ops(backend.name) if self.trace_ops else nullcontext()
         trace = None
         try:
             with tracer as trace:
@@ -194,10 +194,10 @@ def _classify(exc: BaseException) -> tuple[str, str]:
     return classify_failure(exc, text)
 
 
-def _trace_ops() -> Any:
+def _trace_ops(device_type: str) -> Any:
     from op_coverage.tracing import trace_ops
 
-    return trace_ops()
+    return trace_ops(device_type)
 
 
 def _fields(identity: TestIdentity) -> dict[str, str]:

@@ -1,0 +1,70 @@
+"""End to end: `conformance run` on the emu backend with a CPU baseline."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conformance import run_cli
+from conformance.baseline import read_baseline
+from conformance.store import read_run
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "upstream"
+
+
+def run(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    run_cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["run", *argv])
+    return args.handler(args)
+
+
+@pytest.mark.slow
+def test_emu_run_with_cpu_baseline_separates_backend_failures(tmp_path, capsys):
+    pytest.importorskip("torch_emu")
+    tests = tmp_path / "test"
+    tests.mkdir()
+    shutil.copy(FIXTURES / "test_fixture_ops.py", tests)
+    code = run(
+        "--device",
+        "emu",
+        "--tests",
+        str(tests),
+        "--files",
+        "test_fixture_ops",
+        "-n",
+        "1",
+        "--runs-root",
+        str(tmp_path / "runs"),
+        "--baseline",
+        "cpu",
+        "--run-id",
+        "emu-run",
+        "--no-skiplist",
+    )
+    out = capsys.readouterr().out
+    assert code == 1  # the missing kernel and the mismatch are unexpected failures
+    assert f"run written to {tmp_path / 'runs' / 'emu-run'}" in out
+    assert (tmp_path / "runs" / "latest").resolve().name == "emu-run"
+
+    meta, frame = read_run(tmp_path / "runs" / "emu-run")
+    assert (meta.backend, meta.suite, meta.complete) == ("emu", f"upstream:{tests}", True)
+    assert meta.collected == len(frame) == 12
+    assert set(frame["device"]) == {"emu"}
+    assert frame["nodeid"].str.contains("PRIVATEUSE1|EMU").sum() == 10
+
+    summary, joined = read_baseline(tmp_path / "runs" / "emu-run")
+    assert summary["baseline_device"] == "cpu"
+    base_meta, _ = read_run(tmp_path / "runs" / summary["baseline_run_id"])
+    assert base_meta.backend == "cpu"
+    rows = joined.set_index("test_id")
+    ops = "test_fixture_ops.py::TestFixtureDevice::"
+    # torch's expectedFailureCPU swallows the failure on cpu only: on emu it is the backend's
+    assert rows.loc[ops + "test_known_failure", "failure_scope"] == "backend"
+    assert rows.loc[ops + "test_known_failure", "backend_only"]
+    assert rows.loc[ops + "test_missing_kernel", "failure_scope"] == "both"
+    assert rows.loc[ops + "test_missing_kernel", "detail"] == "aten::_cslt_compress"
+    assert summary["backend_only"] == int(joined["backend_only"].sum()) >= 1
