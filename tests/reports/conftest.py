@@ -248,11 +248,10 @@ def earlier_records(run_id: str = "run-a") -> list[ResultRecord]:
     return rows
 
 
-@pytest.fixture
-def runs_root(tmp_path: Path) -> Path:
-    """A runs root with an earlier run (torch 2.12), the run under test (2.13, with op
-    coverage) and a CPU baseline stored apart."""
-    root = tmp_path / "runs"
+def make_runs_root(base: Path) -> Path:
+    """A runs root under ``base`` with an earlier run (torch 2.12), the run under test
+    (2.13, with op coverage), and a CPU baseline stored apart in ``base/baseline``."""
+    root = base / "runs"
     write_small_run(
         root,
         "run-a",
@@ -271,8 +270,14 @@ def runs_root(tmp_path: Path) -> Path:
         )
         for r in small_records("cpu")
     ]
-    write_small_run(tmp_path / "baseline", "cpu", cpu, coverage=False, backend="cpu")
+    write_small_run(base / "baseline", "cpu", cpu, coverage=False, backend="cpu")
     return root
+
+
+@pytest.fixture
+def runs_root(tmp_path: Path) -> Path:
+    """See make_runs_root."""
+    return make_runs_root(tmp_path)
 
 
 def run_report(argv: list[str]) -> int:
