@@ -91,8 +91,13 @@ def call(fn, sample, **extra):
 
 
 def to_cpu(result: Any) -> Any:
-    """``result`` with every tensor detached and copied to the CPU, structure kept."""
-    return tree_map(lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x, result)
+    """A snapshot of ``result`` on the CPU: every tensor detached and copied, structure kept.
+
+    Always a copy, also for CPU tensors, so later in-place updates do not reach it.
+    """
+    return tree_map(
+        lambda x: x.detach().to("cpu", copy=True) if isinstance(x, torch.Tensor) else x, result
+    )
 
 
 def tensor_outputs(result: Any) -> list[torch.Tensor]:

@@ -51,7 +51,7 @@ def _run(optim_cls, kwargs, dtype, device) -> list[list[torch.Tensor]]:
     history = []
     for _ in range(_STEPS):
         optimizer.step(closure)
-        history.append([p.detach().cpu() for p in params])
+        history.append([p.detach().to("cpu", copy=True) for p in params])
     return history
 
 
