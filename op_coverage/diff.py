@@ -72,6 +72,7 @@ class SnapshotDiff:
     core_removed: list[str]
     denominators: dict[str, dict[str, Any]]
     tests: TestChurn | None = None
+    notes: list[str] = field(default_factory=list)  # what could not be compared, and why
 
 
 def _change(op: str, a: dict[str, Any] | None, b: dict[str, Any] | None) -> OpChange:
@@ -196,6 +197,16 @@ def diff_snapshots(
     names = [
         n for n in _MEMBERSHIP if n in a.get("denominators", {}) and n in b.get("denominators", {})
     ]
+    notes = []
+    traced_a = a.get("tests", {}).get("traced", False)
+    traced_b = b.get("tests", {}).get("traced", False)
+    if "suite_exercised" in names and traced_a != traced_b:
+        # One side knows only the blocking ops: the change would be an artefact of tracing.
+        names.remove("suite_exercised")
+        notes.append(
+            f"suite_exercised not compared: op tracing was {'on' if traced_a else 'off'} in A "
+            f"and {'on' if traced_b else 'off'} in B"
+        )
     common = ops_a.keys() & ops_b.keys()
     return SnapshotDiff(
         meta_a=a["meta"],
@@ -215,4 +226,5 @@ def diff_snapshots(
         tests=_test_churn(records_a, records_b)
         if records_a is not None and records_b is not None
         else None,
+        notes=notes,
     )

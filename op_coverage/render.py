@@ -210,6 +210,7 @@ def format_diff(diff: SnapshotDiff, limit: int = 20) -> str:
             ),
             rows,
         ),
+        *[f"note: {note}" for note in diff.notes],
         "",
         "Backend progress",
     ]

@@ -158,3 +158,12 @@ def test_rendered_diff_puts_progress_before_churn():
     assert text.index("Upstream churn") < text.index("ops added in torch (1)")
     assert "aten::sin: missing -> native [core], blocked 5 tests" in text
     assert "tests: not compared" in text
+
+
+def test_exercised_ops_are_not_compared_when_only_one_run_traced():
+    traced = {**B, "denominators": {"suite_exercised": {}}, "tests": {"traced": True}}
+    untraced = {**A, "denominators": {"suite_exercised": {}}, "tests": {"traced": False}}
+    diff = diff_snapshots(untraced, traced)
+    assert "suite_exercised" not in diff.denominators
+    assert diff.notes == ["suite_exercised not compared: op tracing was off in A and on in B"]
+    assert "note: suite_exercised not compared" in format_diff(diff)
