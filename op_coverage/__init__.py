@@ -19,6 +19,7 @@ from op_coverage.snapshot import (
     SNAPSHOT_FORMAT,
     SNAPSHOT_NAME,
     read_snapshot,
+    save_snapshot,
     snapshot,
     write_snapshot,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "dtype_grid",
     "load_static_table",
     "read_snapshot",
+    "save_snapshot",
     "snapshot",
     "static_table",
     "trace_ops",

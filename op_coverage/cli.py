@@ -3,7 +3,8 @@
 ::
 
     conformance ops table --device emu [--status missing] [--core] [--json]
-    conformance ops snapshot RUN [--no-opinfo] [--backend-module MODULE]
+    conformance ops snapshot RUN [--out FILE] [--no-opinfo] [--backend-module MODULE]
+    conformance ops snapshot --device emu --out FILE     (static only: a release snapshot)
     conformance ops triage RUN [--top N] [--tests K] [--grid] [--json]
     conformance ops diff A B [--limit N] [--json]
 
@@ -18,6 +19,8 @@ import dataclasses
 import json
 from pathlib import Path
 from typing import Any
+
+from conformance.errors import ConfigError
 
 __all__ = ["register"]
 
@@ -43,8 +46,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     table.add_argument("--json", action="store_true", help="print every op as JSON")
     table.set_defaults(handler=_table)
 
-    snap = commands.add_parser("snapshot", help="write RUN/op_coverage.json")
-    snap.add_argument("run", metavar="RUN")
+    snap = commands.add_parser(
+        "snapshot",
+        help="write RUN/op_coverage.json, or with --device and --out a static-only snapshot",
+    )
+    snap.add_argument("run", metavar="RUN", nargs="?")
+    snap.add_argument("--device", help="snapshot this backend without a run (needs --out)")
+    snap.add_argument("--out", metavar="FILE", help="write here instead of RUN/op_coverage.json")
     snap.add_argument("--runs-root", default="runs")
     snap.add_argument("--backend-module", help="module to import that registers the backend")
     snap.add_argument(
@@ -118,15 +126,27 @@ def _table(args: argparse.Namespace) -> int:
 
 
 def _snapshot(args: argparse.Namespace) -> int:
+    from conformance.store import read_run
     from op_coverage.render import format_snapshot
-    from op_coverage.snapshot import read_snapshot, write_snapshot
+    from op_coverage.snapshot import read_snapshot, save_snapshot, snapshot, write_snapshot
 
-    path = write_snapshot(
-        _run_dir(args.run, args.runs_root),
-        opinfo=not args.no_opinfo,
-        module_name=args.backend_module,
-    )
-    print(format_snapshot(read_snapshot(path)))
+    if (args.run is None) == (args.device is None):
+        raise ConfigError("give a run folder, or --device (with --out) for a static snapshot")
+    opinfo = not args.no_opinfo
+    if args.device is not None:
+        if not args.out:
+            raise ConfigError("a snapshot without a run needs --out FILE", where="--device")
+        data = snapshot(args.device, opinfo=opinfo, module_name=args.backend_module)
+        path = save_snapshot(data, args.out)
+    elif args.out:
+        meta, records = read_run(_run_dir(args.run, args.runs_root))
+        data = snapshot(meta.backend, records, meta, opinfo=opinfo, module_name=args.backend_module)
+        path = save_snapshot(data, args.out)
+    else:
+        run_dir = _run_dir(args.run, args.runs_root)
+        path = write_snapshot(run_dir, opinfo=opinfo, module_name=args.backend_module)
+        data = read_snapshot(path)
+    print(format_snapshot(data))
     print(f"\nwrote {path}")
     return 0
 

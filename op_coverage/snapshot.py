@@ -35,7 +35,14 @@ from op_coverage.dispatcher import aten_overloads
 from op_coverage.static import StaticTable, load_static_table
 from op_coverage.triage import blocked_tests
 
-__all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_NAME", "read_snapshot", "snapshot", "write_snapshot"]
+__all__ = [
+    "SNAPSHOT_FORMAT",
+    "SNAPSHOT_NAME",
+    "read_snapshot",
+    "save_snapshot",
+    "snapshot",
+    "write_snapshot",
+]
 
 SNAPSHOT_NAME = "op_coverage.json"
 
@@ -174,9 +181,17 @@ def write_snapshot(
     data = snapshot(
         meta.backend, records, meta, static=static, opinfo=opinfo, module_name=module_name
     )
-    path = Path(run_dir) / SNAPSHOT_NAME
-    partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    return save_snapshot(data, Path(run_dir) / SNAPSHOT_NAME)
+
+
+def save_snapshot(data: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write a snapshot (as from :func:`snapshot`) to ``path``, atomically; returns it.
+    A release snapshot is one kept outside its run folder."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise ConfigError("no such folder", where=str(path.parent))
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     os.replace(partial, path)
     return path
 

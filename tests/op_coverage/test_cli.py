@@ -108,3 +108,26 @@ def test_diff_without_a_snapshot_says_how_to_make_one(ops, tmp_path, planted_row
     run = write_run(tmp_path / "run", planted_rows)
     code, _, err = ops("diff", str(run), str(run))
     assert code == 2 and "conformance ops snapshot" in err
+
+
+def test_release_snapshot_without_a_run_and_its_diff(ops, tmp_path, planted_rows):
+    release = tmp_path / "release-cpu.json"
+    code, out, _ = ops("snapshot", "--device", "cpu", "--out", str(release), "--no-opinfo")
+    assert code == 0 and release.is_file() and "aten_all" in out
+    run = write_run(tmp_path / "run", planted_rows)
+    assert ops("snapshot", str(run), "--no-opinfo", "--out", str(tmp_path / "run.json"))[0] == 0
+    assert not (run / SNAPSHOT_NAME).exists()
+    code, out, _ = ops("diff", str(release), str(tmp_path / "run.json"))
+    assert code == 0 and "no op changed status" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("snapshot",), "give a run folder, or --device"),
+        (("snapshot", "--device", "cpu"), "needs --out"),
+    ],
+)
+def test_snapshot_needs_a_run_or_a_device_with_out(ops, argv, message):
+    code, _, err = ops(*argv)
+    assert code == 2 and message in err
