@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["DEFAULT_SELECTION", "SELECTIONS", "SELECTION_ENV", "SUITE_DIR"]
+__all__ = ["DEFAULT_SELECTION", "SELECTIONS", "SELECTION_ENV", "SUITE_DIR", "TEMPLATES"]
 
 #: The folder holding the suite's test files; pass it to pytest.
 SUITE_DIR: Path = Path(__file__).resolve().parent
@@ -27,3 +27,19 @@ SELECTIONS = ("smoke", "core", "full")
 
 #: The selection used when the environment variable is unset or empty.
 DEFAULT_SELECTION = "smoke"
+
+#: Every template of the suite (the test functions before parametrization), by file.
+TEMPLATES: dict[str, tuple[str, ...]] = {
+    "test_ops.py": (
+        "test_compare_cpu",
+        "test_out",
+        "test_out_warning",
+        "test_variant_consistency_eager",
+        "test_noncontiguous_samples",
+        "test_dtypes",
+        "test_errors",
+    ),
+    "test_ops_gradients.py": ("test_fn_grad_compare_cpu", "test_forward_mode_AD"),
+    "test_modules.py": ("test_forward", "test_cpu_gpu_parity"),
+    "test_optim.py": ("test_step_matches_cpu",),
+}
