@@ -2,7 +2,7 @@
 
     python bench/op_coverage.py tracing [--device emu] [--rounds 3]
     python bench/op_coverage.py smoke [--device emu] [--rounds 1]
-    python bench/op_coverage.py triage [--outcomes 154000]
+    python bench/op_coverage.py triage [--outcomes 154000] [--snapshot]
 
 ``tracing``: paired runs of the same work in one process, with and without
 ``trace_ops``: for each of a list of common OpInfos, every sample input (at most
@@ -115,8 +115,12 @@ def bench_tracing(args: argparse.Namespace) -> None:
                 else:
                     plain += elapsed
     calls = sum(len(inputs) for _, inputs in cases)
-    print(f"tracing overhead on {device}: {len(cases)} OpInfos, {calls} samples, {args.rounds} rounds")
-    print(f"  untraced {plain:.3f} s, traced {traced:.3f} s, ratio {traced / plain:.3f} (target <= 1.25)")
+    print(
+        f"tracing overhead on {device}: {len(cases)} OpInfos, {calls} samples, {args.rounds} rounds"
+    )
+    print(
+        f"  untraced {plain:.3f} s, traced {traced:.3f} s, ratio {traced / plain:.3f} (target <= 1.25)"
+    )
     print(f"  {len(seen)} distinct overloads recorded; {failures} sample runs raised")
 
 
@@ -180,7 +184,9 @@ def synthetic_outcomes(count: int, seed: int = 0):
     skip_blocked = (kind == 1) & (rng.random(count) < 0.33)
     missing = (kind == 2) | skip_blocked
     outcome = numpy.where(kind == 0, "passed", numpy.where(kind == 1, "skipped", "failed"))
-    category = numpy.where(missing, "missing_lowering", numpy.where(kind == 1, "unsupported_dtype", ""))
+    category = numpy.where(
+        missing, "missing_lowering", numpy.where(kind == 1, "unsupported_dtype", "")
+    )
     detail = numpy.where(missing, detail_op, "")
     test_id = [f"test_ops.py::TestCommon::{t}_{o}_{d}_{i}" for i, (t, o, d) in
                enumerate(zip(template, op, dtype, strict=True))]  # fmt: skip
@@ -206,6 +212,22 @@ def bench_triage(args: argparse.Namespace) -> None:
     print(f"  ranking {ranked:.2f} s, with the 50 x {grid.shape[1]} dtype grid {total:.2f} s "
           f"(target <= 5 s): {'ok' if total <= 5 else 'TOO SLOW'}")  # fmt: skip
     print("\n".join(text.splitlines()[:6]))
+    if args.snapshot:
+        import numpy
+
+        from op_coverage.dispatcher import aten_overloads
+        from op_coverage.snapshot import snapshot
+        from op_coverage.static import static_table
+
+        # Each test dispatched 15 of 400 overloads, as a traced run records.
+        names = numpy.array(list(aten_overloads())[:400])
+        rng = numpy.random.default_rng(1)
+        records["ops_dispatched"] = [list(names[rng.integers(0, 400, 15)]) for _ in records.index]
+        records["ops_fallback"] = [[] for _ in records.index]
+        table = static_table("cpu")
+        start = time.perf_counter()
+        snapshot("cpu", records, static=table, opinfo=False)
+        print(f"  snapshot of the same outcomes (traced): {time.perf_counter() - start:.2f} s")
 
 
 def main() -> None:
@@ -220,6 +242,7 @@ def main() -> None:
     tracing.add_argument("--samples", type=int, default=4)
     triage = commands.add_parser("triage")
     triage.add_argument("--outcomes", type=int, default=154_000)
+    triage.add_argument("--snapshot", action="store_true", help="also time a snapshot")
     args = parser.parse_args()
     {"tracing": bench_tracing, "smoke": bench_smoke, "triage": bench_triage}[args.bench](args)
 

@@ -86,7 +86,7 @@ def snapshot(
 
     dispatched: Counter[str] = Counter()
     fallback: Counter[str] = Counter()
-    blocked_by: dict[str, pandas.DataFrame] = {}
+    blocked_by: dict[str, dict[str, int]] = {}
     total = blocked_total = 0
     traced = False
     if records is not None:
@@ -96,17 +96,24 @@ def snapshot(
         blocked = blocked_tests(records)
         blocked_total = int(blocked["test_id"].nunique())
         total = int(records["test_id"].nunique())
-        blocked_by = dict(iter(blocked[blocked["blocking_op"].notna()].groupby("blocking_op")))
+        named = blocked[blocked["blocking_op"].notna()]
+        named = named.assign(
+            template=named["template"].replace("", None), op=named["op"].replace("", None)
+        )
+        counts = named.groupby("blocking_op")[["test_id", "template", "op"]].nunique()
+        blocked_by = {
+            str(op): {
+                "tests_blocked": int(tests),
+                "templates_blocked": int(templates),
+                "opinfos_blocked": int(opinfos),
+            }
+            for op, tests, templates, opinfos in counts.itertuples()
+        }
+
+    unblocked = {"tests_blocked": 0, "templates_blocked": 0, "opinfos_blocked": 0}
 
     def load(op: str) -> dict[str, int]:
-        group = blocked_by.get(op)
-        if group is None:
-            return {"tests_blocked": 0, "templates_blocked": 0, "opinfos_blocked": 0}
-        return {
-            "tests_blocked": int(group["test_id"].nunique()),
-            "templates_blocked": int(group.loc[group["template"] != "", "template"].nunique()),
-            "opinfos_blocked": int(group.loc[group["op"] != "", "op"].nunique()),
-        }
+        return blocked_by.get(op, unblocked)
 
     ops = []
     for name, row in static.ops.items():
