@@ -1,0 +1,131 @@
+"""Benchmark: what the conformance plugin costs, and what xdist workers buy.
+
+Runs one generated upstream-style selection (device-generic tests over two dtypes, each
+doing a little real work on the CPU) in fresh pytest processes, side by side:
+
+1. plain pytest against pytest with recording on (``--device cpu``), serial, in
+   alternating order so drifts in machine load hit both; the overhead is the median of
+   the paired ratios (target: at most 5%);
+2. the plugin with ``-n 1`` against ``-n 2`` (target: at least 1.7x faster on 2 cores).
+
+Wall times include interpreter and torch start-up, which every real run pays too.
+
+    python bench/plugin_overhead.py [--templates 60] [--matmuls 40] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+SUITE = """\
+import torch
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+MATMULS = {matmuls}
+
+
+def _work(device, dtype):
+    a = torch.randn(96, 96, device=device, dtype=dtype)
+    for _ in range(MATMULS):
+        a = torch.tanh(a @ a)
+    return a.sum().item()
+
+
+class TestBench(TestCase):
+    pass
+
+
+def _template(index):
+    @dtypes(torch.float32, torch.float64)
+    def test(self, device, dtype):
+        value = _work(device, dtype)
+        self.assertEqual(value, value)
+
+    test.__name__ = f"test_work_{{index}}"
+    return test
+
+
+for _index in range({templates}):
+    setattr(TestBench, f"test_work_{{_index}}", _template(_index))
+
+instantiate_device_type_tests(TestBench, globals(), only_for="cpu")
+"""
+
+
+def report(line: str) -> None:
+    print(line, flush=True)  # progress shows as each run ends
+
+
+def timed(command: list[str], cwd: Path) -> float:
+    env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR="cpu")
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(
+            f"benchmark run failed ({done.returncode}): {' '.join(command)}\n{done.stdout[-3000:]}"
+        )
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--templates", type=int, default=60, help="test templates (x2 dtypes)")
+    parser.add_argument("--matmuls", type=int, default=40, help="work per test")
+    parser.add_argument("--repeat", type=int, default=3, help="pairs of runs per comparison")
+    options = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="conformance-bench-") as tmp:
+        folder = Path(tmp)
+        (folder / "test_bench.py").write_text(
+            textwrap.dedent(SUITE.format(templates=options.templates, matmuls=options.matmuls))
+        )
+        tests = options.templates * 2
+        base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_bench.py"]
+        counter = iter(range(10_000))
+
+        def plugin(*extra: str) -> list[str]:
+            return [*base, "--device", "cpu", "--run-dir", f"runs/r{next(counter)}", *extra]
+
+        report(f"selection: {tests} tests; {options.repeat} pairs per comparison")
+        ratios = []
+        for pair in range(options.repeat):
+            if pair % 2 == 0:
+                plain, recorded = timed(base, folder), timed(plugin(), folder)
+            else:
+                recorded, plain = timed(plugin(), folder), timed(base, folder)
+            ratios.append(recorded / plain)
+            report(
+                f"  pair {pair + 1}: plain {plain:6.2f} s   recording {recorded:6.2f} s   "
+                f"ratio {recorded / plain:.3f}"
+            )
+        overhead = statistics.median(ratios) - 1
+        report(f"plugin overhead (median of pairs): {overhead:+.1%}  (target <= +5%)")
+
+        speedups = []
+        for pair in range(options.repeat):
+            if pair % 2 == 0:
+                one, two = timed(plugin("-n", "1"), folder), timed(plugin("-n", "2"), folder)
+            else:
+                two, one = timed(plugin("-n", "2"), folder), timed(plugin("-n", "1"), folder)
+            speedups.append(one / two)
+            report(
+                f"  pair {pair + 1}: -n 1 {one:6.2f} s   -n 2 {two:6.2f} s   speed-up {one / two:.2f}x"
+            )
+        report(
+            f"-n 2 vs -n 1 speed-up (median of pairs): {statistics.median(speedups):.2f}x  "
+            f"(target >= 1.7x; {os.cpu_count()} cores seen)"
+        )
+
+
+if __name__ == "__main__":
+    main()
