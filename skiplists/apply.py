@@ -43,7 +43,12 @@ def apply_to_items(
     """
     deselected: list[Any] = []
     xfails: dict[str, SkipEntry] = {}
+    # One mark and one set of properties per entry, shared by its items (marks are immutable).
+    marks: dict[int, Any] = {}
+    facts: dict[int, tuple[tuple[str, str], ...]] = {}
     match = skiplist.match
+    # Looked up once: each pytest.mark attribute access goes through the marker registry.
+    skip_mark, xfail_mark = pytest.mark.skip, pytest.mark.xfail
     for item in items:
         identity = identities.get(item.nodeid)
         if identity is None:
@@ -51,19 +56,26 @@ def apply_to_items(
         entry = match(identity)
         if entry is None:
             continue
-        item.user_properties.extend(
-            (
+        props = facts.get(id(entry))
+        if props is None:
+            props = facts[id(entry)] = (
                 ("skip_entry", entry.where),
                 ("skip_category", entry.category),
                 ("skip_detail", entry.detail),
             )
-        )
+        item.user_properties.extend(props)
         if entry.tier == "deselect":
             deselected.append(item)
-        elif entry.tier == "skip":
-            item.add_marker(pytest.mark.skip(reason=entry.mark_reason()))
-        else:
-            item.add_marker(pytest.mark.xfail(strict=entry.strict, reason=entry.mark_reason()))
+            continue
+        mark = marks.get(id(entry))
+        if mark is None:
+            if entry.tier == "skip":
+                mark = skip_mark(reason=entry.mark_reason())
+            else:
+                mark = xfail_mark(strict=entry.strict, reason=entry.mark_reason())
+            marks[id(entry)] = mark
+        item.add_marker(mark)
+        if entry.tier == "xfail":
             xfails[item.nodeid] = entry
     config = getattr(items[0], "config", None) if items else None
     if config is not None:

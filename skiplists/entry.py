@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +72,10 @@ class Selector:
 
     def field_values(self) -> dict[str, str | tuple[str, ...]]:
         """The structured fields that are set, keyed by TestIdentity attribute."""
+        return self._field_values
+
+    @functools.cached_property
+    def _field_values(self) -> dict[str, str | tuple[str, ...]]:
         values: dict[str, str | tuple[str, ...]] = {}
         for _key, attr in FIELD_NAMES:
             value = self.dtypes if attr == "dtype" else getattr(self, attr)
@@ -140,21 +145,23 @@ class SkipEntry:
     index: int = 0  # position among the file's [[skip]] tables
     layer: int = 0  # position of the file in the load order; later layers win ties
     field_lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    display: str = field(default="", compare=False, repr=False)  # display_path(path), once per file
 
-    @property
+    @functools.cached_property
     def where(self) -> str:
-        return f"{display_path(self.path)}:{self.line}"
+        return f"{self.display or display_path(self.path)}:{self.line}"
 
     @property
     def review_date(self) -> dt.date | None:
         return self.review
 
-    @property
+    @functools.cached_property
     def rank(self) -> tuple[int, int, int, int]:
         """Precedence among entries selecting the same test: higher wins."""
         selector = self.selector
         return (_KIND_RANK[selector.kind], len(selector.field_values()), self.layer, -self.line)
 
+    @functools.cache  # noqa: B019 - entries live as long as their skiplist
     def mark_reason(self) -> str:
         """The text shown by pytest for a skip or xfail from this entry."""
         detail = f"[{self.detail}]" if self.detail else ""

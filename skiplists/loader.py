@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.model import CATEGORIES
-from skiplists.entry import FIELD_NAMES, TIERS, Selector, SkipEntry
+from skiplists.entry import FIELD_NAMES, TIERS, Selector, SkipEntry, display_path
 from skiplists.errors import SkiplistError
 from skiplists.tomllines import Section, scan
 
@@ -121,8 +121,9 @@ def parse_text(
     if len(located) != len(tables):  # written as an inline array: point at its key
         line = top.keys.get("skip", 1)
         located = [Section("skip", True, line, line) for _ in tables]
+    display = display_path(path)  # resolving a path touches the file system: once per file
     return [
-        _entry(table, section, path, index, layer)
+        _entry(table, section, path, index, layer, display)
         for index, (table, section) in enumerate(zip(tables, located, strict=True))
     ]
 
@@ -167,7 +168,7 @@ def _check_header(
 
 
 def _entry(
-    table: Mapping[str, Any], section: Section, path: Path, index: int, layer: int
+    table: Mapping[str, Any], section: Section, path: Path, index: int, layer: int, display: str
 ) -> SkipEntry:
     def fail(message: str, key: str) -> SkiplistError:
         return SkiplistError(
@@ -229,6 +230,7 @@ def _entry(
         index=index,
         layer=layer,
         field_lines=dict(section.keys),
+        display=display,
     )
 
 

@@ -20,6 +20,8 @@ __all__ = ["DATA_DIR", "Override", "Skiplist", "default_paths", "load"]
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 _ATTRS = tuple(attr for _key, attr in FIELD_NAMES)
+# The structured fields of a TestIdentity as one tuple, in _ATTRS order (C speed).
+_identity_values = operator.attrgetter(*_ATTRS)
 
 
 def default_paths(backend: str, torch_version: str, *, data_dir: Path = DATA_DIR) -> list[Path]:
@@ -129,42 +131,42 @@ class Skiplist:
         # Most specific groups first; match() stops at the first group size that hits.
         for names in sorted(groups, key=len, reverse=True):
             getter = operator.itemgetter(*(_ATTRS.index(a) for a in names))
-            self._fields.append((getter, groups[names]))
-            self._field_sizes.append(len(names))
+            self._fields.append((getter, groups[names], len(names)))
         for bucket in (*self._patterns_by_file.values(), self._patterns_any):
             bucket.freeze()
 
     def match(self, identity: TestIdentity) -> SkipEntry | None:
         """The entry that applies to the test, or None."""
+        # Called once per collected test: kept to dict lookups in the common case.
         exact = self._exact.get(identity.test_id)
         if exact is not None:
             return exact
-        values = (
-            identity.file,
-            identity.test_class,
-            identity.template,
-            identity.op,
-            identity.variant,
-            identity.dtype,
-        )
         best: SkipEntry | None = None
-        best_size = 0
-        for (getter, index), size in zip(self._fields, self._field_sizes, strict=True):
-            if size < best_size:
-                break
-            hits = index.get(getter(values))
-            if hits:
-                for entry in hits:
-                    if best is None or entry.rank > best.rank:
-                        best, best_size = entry, size
-        if best is not None:
-            return best
-        bucket = self._patterns_by_file.get(identity.file)
-        found = bucket.best(identity) if bucket is not None else None
-        other = self._patterns_any.best(identity)
-        if found is None or (other is not None and other.rank > found.rank):
-            return other
-        return found
+        if self._fields:
+            values = _identity_values(identity)
+            best_size = 0
+            for getter, index, size in self._fields:
+                if size < best_size:
+                    break
+                hits = index.get(getter(values))
+                if hits:
+                    for entry in hits:
+                        if best is None or entry.rank > best.rank:
+                            best, best_size = entry, size
+            if best is not None:
+                return best
+        if self._patterns_by_file:
+            bucket = self._patterns_by_file.get(identity.file)
+            # The prefilter inline: most tests of a file with patterns match none of them.
+            if bucket is not None and (
+                bucket.prefilter is None or bucket.prefilter.fullmatch(identity.test_id)
+            ):
+                best = bucket.scan(identity)
+        if self._patterns_any.entries:
+            other = self._patterns_any.best(identity)
+            if other is not None and (best is None or other.rank > best.rank):
+                return other
+        return best
 
     def match_all(self, identity: TestIdentity) -> list[SkipEntry]:
         """Every entry that selects the test, the applying one first."""
@@ -172,15 +174,8 @@ class Skiplist:
         exact = self._exact.get(identity.test_id)
         if exact is not None:
             hits.append(exact)
-        values = (
-            identity.file,
-            identity.test_class,
-            identity.template,
-            identity.op,
-            identity.variant,
-            identity.dtype,
-        )
-        for getter, index in self._fields:
+        values = _identity_values(identity)
+        for getter, index, _size in self._fields:
             hits.extend(index.get(getter(values), ()))
         bucket = self._patterns_by_file.get(identity.file)
         if bucket is not None:
@@ -196,7 +191,8 @@ class Skiplist:
 
 class _PatternBucket:
     """Pattern entries tried together: one combined regular expression rejects most tests
-    in a single call, and only a hit is checked entry by entry."""
+    in a single call, and only a hit is checked entry by entry, in precedence order.
+    Buckets are per file (see literal_file), so a hit scans few entries."""
 
     def __init__(self) -> None:
         self.entries: list[SkipEntry] = []
@@ -215,14 +211,21 @@ class _PatternBucket:
                 joined = "|".join(f"(?:{e.selector.pattern})" for e in self.entries)
                 self.prefilter = re.compile(joined)
         except (re.error, RecursionError, OverflowError):
-            self.prefilter = None
+            self.prefilter = None  # e.g. a group name used twice: try the entries one by one
 
     def best(self, identity: TestIdentity) -> SkipEntry | None:
         if not self.entries:
             return None
         if self.prefilter is not None and self.prefilter.fullmatch(identity.test_id) is None:
             return None
-        return next((e for e in self.entries if e.selector.matches(identity)), None)
+        return self.scan(identity)
+
+    def scan(self, identity: TestIdentity) -> SkipEntry | None:
+        """The first entry (in precedence order) that selects the test, without prefilter."""
+        for entry in self.entries:
+            if entry.selector.matches(identity):
+                return entry
+        return None
 
     def all(self, identity: TestIdentity) -> list[SkipEntry]:
         if not self.entries:
@@ -244,7 +247,7 @@ def _selection_keys(entry: SkipEntry) -> list[object]:
 
 def literal_file(pattern: str) -> str:
     """The file a pattern is confined to, when it starts with a literal ``file::``."""
-    if "|" in pattern:  # an alternation may leave the file
+    if _top_level_alternation(pattern):  # "a\\.py::x|b\\.py::y" may leave the file
         return ""
     literal = re.match(r"[\w\-/]+(?:\\?\.[\w\-/]+)*::", pattern)
     if literal is None:
@@ -254,6 +257,31 @@ def literal_file(pattern: str) -> str:
     if "." in literal.group(0).replace("\\.", ""):
         return ""
     return file
+
+
+def _top_level_alternation(pattern: str) -> bool:
+    depth = 0
+    in_class = False
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            index += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            if pattern[index + 1 : index + 2] == "]":  # "[]...]": the first ] is literal
+                index += 1
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth <= 0:
+            return True
+        index += 1
+    return False
 
 
 def _raise_duplicate(entry: SkipEntry, earlier: SkipEntry) -> None:

@@ -6,12 +6,11 @@ import textwrap
 
 import pytest
 
-# Imported here so inline runs find torch already loaded: pytester drops modules first
-# imported inside a run, and torch's C extension cannot be imported twice.
-import conformance.identity  # noqa: F401
-
 # The test project applies the skiplist the way the conformance plugin does: identities
 # from parse_nodeid, one apply_to_items call, deselected items removed and reported.
+# Identities come from a small parser below (LIGHT_PARSER), not conformance.identity: that
+# one imports torch, which cannot be imported twice, and pytester's in-process runs drop the
+# modules a run imported. The conformance plugin itself is tested in a subprocess.
 CONFTEST = """
 import pytest
 
@@ -106,9 +105,9 @@ def _isolated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
 
 
-def run(pytester: pytest.Pytester, *entries: str, args: tuple[str, ...] = (), light: bool = True):
+def run(pytester: pytest.Pytester, *entries: str, args: tuple[str, ...] = ()):
     conftest = CONFTEST.replace("from conformance.identity import parse_nodeid", LIGHT_PARSER)
-    pytester.makeconftest(conftest if light else CONFTEST)
+    pytester.makeconftest(conftest)
     pytester.makepyfile(test_math=UPSTREAM)
     path = pytester.makefile(".toml", skiplist="\n".join(entries))
     return pytester.inline_run("--skiplist", str(path), *args)
@@ -138,13 +137,11 @@ def properties(reprec, name: str) -> dict[str, str]:
     return props
 
 
-@pytest.mark.slow  # parse_nodeid loads torch's op database once
 def test_xfail_tier_is_strict_so_a_fix_shows_up(pytester: pytest.Pytester) -> None:
     reprec = run(
         pytester,
         entry('test_id = "test_math.py::TestMath::test_add_float32"', "xfail"),
         entry('test_id = "test_math.py::TestMath::test_mul_float32"', "xfail"),
-        light=False,
     )
     got = outcomes(reprec)
     assert got["test_add_emu_float32"] == "xfailed"
@@ -160,6 +157,70 @@ def test_xfail_tier_is_strict_so_a_fix_shows_up(pytester: pytest.Pytester) -> No
         "skip_category": "known_bug",
         "skip_detail": "",
     }
+
+
+@pytest.mark.slow  # a subprocess that imports torch and its op database
+def test_through_the_conformance_plugin_every_record_names_its_entry(
+    pytester: pytest.Pytester,
+) -> None:
+    from conformance.store import read_run
+
+    pytester.makepyfile(
+        test_math=UPSTREAM.replace("PRIVATEUSE1", "CPU")
+        .replace("EMU", "CPU")
+        .replace("_emu", "_cpu")
+    )
+    path = pytester.makefile(
+        ".toml",
+        skiplist="\n".join(
+            [
+                entry(
+                    'test_id = "test_math.py::TestMath::test_add_float32"',
+                    "xfail",
+                    "missing_lowering",
+                    'detail = "aten::add.Tensor"',
+                ),
+                entry(
+                    'class = "TestMath"\ntemplate = "test_add"\ndtypes = ["float16"]',
+                    "skip",
+                    "unsupported_dtype",
+                    'detail = "float16"',
+                ),
+                entry('test_id = "test_math.py::TestShapes::test_view"', "deselect", "crash"),
+                entry('test_id = "test_math.py::TestMath::test_div_int64"', "xfail"),
+            ]
+        ),
+    )
+    headers = [n for n, line in enumerate(path.read_text().splitlines(), 1) if line == "[[skip]]"]
+    where = [f"skiplist.toml:{n}" for n in headers]
+    run_dir = pytester.path / "run"
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "conformance.plugin",
+        "--device",
+        "cpu",
+        "--skiplist",
+        str(path),
+        "--run-dir",
+        str(run_dir),
+        "test_math.py",
+    )
+    assert "INTERNALERROR" not in result.stdout.str()
+    _meta, frame = read_run(run_dir)
+    rows = {r["test_id"].rsplit("::", 1)[-1]: r for r in frame.to_dict("records")}
+    assert (rows["test_add_float32"]["outcome"], rows["test_add_float32"]["skip_entry"]) == (
+        "xfailed",
+        where[0],
+    )
+    assert rows["test_add_float16"]["outcome"] == "skipped"
+    assert rows["test_add_float16"]["skip_entry"] == where[1]
+    assert (rows["test_view"]["outcome"], rows["test_view"]["skip_entry"]) == (
+        "deselected",
+        where[2],
+    )
+    assert rows["test_div_int64"]["outcome"] == "skipped"
+    assert rows["test_sub_float32"]["outcome"] == "xpassed"
+    assert rows["test_cat_float32"]["skip_entry"] == ""
 
 
 def test_non_strict_xfail_reports_xpass(pytester: pytest.Pytester) -> None:

@@ -223,7 +223,7 @@ def test_default_paths_layers_common_backend_and_overlay(tmp_path: Path) -> None
 def test_missing_file_and_bad_torch_version(tmp_path: Path) -> None:
     with pytest.raises(SkiplistError, match="no such skiplist file"):
         load(tmp_path / "absent.toml")
-    with pytest.raises(SkiplistError, match="MAJOR.MINOR"):
+    with pytest.raises(SkiplistError, match=r"MAJOR\.MINOR"):
         skiplists.default_paths("emu", "nightly")
 
 

@@ -1,0 +1,150 @@
+"""Benchmark: a 5,000-entry skiplist applied to 154,000 collected tests, and linted.
+
+Targets (issue 5): apply in at most 1 s, lint in at most 5 s. The items are lightweight
+stand-ins with the attributes ``apply_to_items`` uses (nodeid, user_properties,
+add_marker); the skiplist is a real TOML file loaded by the real loader.
+
+    python bench/skiplists_apply.py [--tests 154000] [--entries 5000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from conformance.model import TestIdentity
+from skiplists import apply_to_items, load
+from skiplists.lint import lint
+
+APPLY_TARGET_S = 1.0
+LINT_TARGET_S = 5.0
+DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "complex64", "bool")
+
+
+class StandInItem:
+    """What apply_to_items touches on a pytest item."""
+
+    __slots__ = ("markers", "nodeid", "user_properties")
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+        self.user_properties: list[tuple[str, str]] = []
+        self.markers: list[object] = []
+
+    def add_marker(self, marker: object) -> None:
+        self.markers.append(marker)
+
+
+def synthetic_tests(count: int) -> list[TestIdentity]:
+    """Upstream-shaped tests: files, classes, templates over ops and dtypes."""
+    tests = []
+    per_op = len(DTYPES)
+    for index in range(count):
+        op_index, dtype_index = divmod(index, per_op)
+        file = f"test_file{op_index % 40}.py"
+        test_class = f"TestClass{op_index % 7}"
+        template = f"test_tmpl{op_index % 90}"
+        op = f"op{op_index % 600}"
+        dtype = DTYPES[dtype_index]
+        name = f"{template}_{op}_v{op_index}_{dtype}"  # unique, as real test_ids are
+        tests.append(
+            TestIdentity(
+                nodeid=f"{file}::{test_class}PRIVATEUSE1::{template}_{op}_v{op_index}_emu_{dtype}",
+                test_id=f"{file}::{test_class}::{name}",
+                file=file,
+                test_class=test_class,
+                template=template,
+                op=op,
+                dtype=dtype,
+                device="emu",
+            )
+        )
+    return tests
+
+
+def synthetic_skiplist(tests: list[TestIdentity], count: int, rng: random.Random) -> str:
+    """60% exact test_ids, 30% structured fields, 10% patterns; every entry distinct."""
+    blocks = []
+    tiers = ("xfail", "skip", "deselect")
+    exact = rng.sample(tests, int(count * 0.6))
+    for test in exact:
+        blocks.append(f'test_id = "{test.test_id}"')
+    seen = set()
+    while len(seen) < int(count * 0.3):
+        test = rng.choice(tests)
+        shape = rng.randrange(3)
+        if shape == 0:
+            key = f'op = "{test.op}"\ndtypes = ["{test.dtype}"]'
+        elif shape == 1:
+            key = f'class = "{test.test_class}"\ntemplate = "{test.template}"\nop = "{test.op}"'
+        else:
+            key = f'file = "{test.file}"\ntemplate = "{test.template}"\ndtypes = ["{test.dtype}"]'
+        seen.add(key)
+    blocks.extend(sorted(seen))
+    patterns = set()
+    while len(patterns) < count - len(blocks):
+        test = rng.choice(tests)
+        patterns.add(
+            f"pattern = '{test.file.replace('.', chr(92) + '.')}::{test.test_class}::"
+            f"{test.template}_{test.op}_v\\d+_(float|int)\\d+'"
+        )
+    blocks.extend(sorted(patterns))
+    entries = []
+    for index, block in enumerate(blocks):
+        tier = tiers[index % 3]
+        entries.append(
+            f'[[skip]]\n{block}\ntier = "{tier}"\ncategory = "known_bug"\n'
+            f'reason = "synthetic entry {index}"\n'
+        )
+    return "\n".join(entries)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tests", type=int, default=154_000)
+    parser.add_argument("--entries", type=int, default=5_000)
+    args = parser.parse_args()
+    rng = random.Random(5)
+    tests = synthetic_tests(args.tests)
+    text = synthetic_skiplist(tests, args.entries, rng)
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "bench.toml"
+        path.write_text(text, encoding="utf-8")
+        start = time.perf_counter()
+        skiplist = load([path], backend="emu", torch_version="2.13.0")
+        load_s = time.perf_counter() - start
+
+    items = [StandInItem(t.nodeid) for t in tests]
+    identities = {t.nodeid: t for t in tests}
+    start, start_cpu = time.perf_counter(), time.process_time()
+    deselected = apply_to_items(items, skiplist, identities)
+    apply_s, apply_cpu = time.perf_counter() - start, time.process_time() - start_cpu
+    selected = sum(1 for item in items if item.user_properties)
+
+    start, start_cpu = time.perf_counter(), time.process_time()
+    findings = lint(skiplist, tests)
+    lint_s, lint_cpu = time.perf_counter() - start, time.process_time() - start_cpu
+
+    print(
+        f"{len(skiplist)} entries, {len(tests)} tests: {selected} selected, "
+        f"{len(deselected)} deselected, {len(findings)} lint findings"
+    )
+    # CPU time beside wall time: on a shared machine the wall clock also counts waiting.
+    print(f"load   {load_s:6.3f} s wall")
+    for name, wall, cpu, target in (
+        ("apply", apply_s, apply_cpu, APPLY_TARGET_S),
+        ("lint", lint_s, lint_cpu, LINT_TARGET_S),
+    ):
+        print(
+            f"{name:6} {wall:6.3f} s wall {cpu:6.3f} s cpu   target {target:.1f} s   "
+            f"ratio wall {wall / target:.2f} cpu {cpu / target:.2f}"
+        )
+    return 0 if apply_s <= APPLY_TARGET_S and lint_s <= LINT_TARGET_S else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
