@@ -86,7 +86,9 @@ def blocked_tests(records: pandas.DataFrame) -> pandas.DataFrame:
     _check_columns(records)
     last = records.drop_duplicates("test_id", keep="last")
     mask = (last["category"] == "missing_lowering") & ~last["outcome"].isin(_NOT_BLOCKED)
-    blocked = last.loc[mask, ["test_id", "template", "op", "dtype", "detail"]].copy()
+    columns = ["test_id", "template", "op", "dtype", "detail"]
+    # Missing values (a hand-made frame, an older store) read as empty fields.
+    blocked = last.loc[mask, columns].fillna("").astype(str)
     names = {detail: _blocking_name(detail) for detail in blocked["detail"].unique()}
     blocked["blocking_op"] = blocked["detail"].map(names)
     return blocked.reset_index(drop=True)

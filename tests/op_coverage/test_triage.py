@@ -81,3 +81,11 @@ def test_no_blocked_tests_gives_an_empty_ranking():
     result = triage(frame([record("t.py::C::test_a", outcome="passed")]))
     assert result.ranked == [] and result.blocked_total == 0
     assert dtype_grid(frame([record("t.py::C::test_a", outcome="passed")])).empty
+
+
+def test_missing_fields_read_as_empty():
+    rows = [blocked("t.py::C::test_a", "aten::sin.out"), blocked("t.py::C::test_b", None)]
+    rows[0]["template"] = None
+    result = triage(frame(rows))
+    assert [(r.op, r.templates) for r in result.ranked] == [("aten::sin.out", 0)]
+    assert result.unnamed == {"": 1}
