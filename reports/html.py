@@ -250,7 +250,10 @@ def _write_ops(w: _Writer, model: ReportModel) -> None:
         ops=model.ops,
         dtypes=model.dtypes,
     )
-    op_frames = dict(tuple(frame.loc[frame["op"] != ""].groupby("op", sort=False)))
+    # Rows are formatted once for every test of an operator, then shared out per page.
+    op_frame = frame.loc[frame["op"] != ""]
+    op_rows = rows_html(op_frame, root="../")
+    positions = op_frame.groupby("op", sort=False).indices
     for row in model.ops:
         dtypes = [d for d in model.dtypes if d in row.by_dtype]
         # Grid cells are formatted in Python: a run has ~100K (operator, test, dtype) cells.
@@ -265,7 +268,7 @@ def _write_ops(w: _Writer, model: ReportModel) -> None:
             op=row,
             dtypes=dtypes,
             grid=grid,
-            rows=rows_block(rows_html(op_frames[row.op], root="../")),
+            rows=rows_block([op_rows[i] for i in positions[row.op]]),
         )
     if model.coverage:
         statuses = sorted(

@@ -25,12 +25,17 @@ OP_COVERAGE_NAME = "op_coverage.json"
 OP_STATUSES = ("native", "composite", "fallback", "missing")
 
 
-def load_run(run_dir: str | Path) -> tuple[RunMeta, pandas.DataFrame]:
-    """The run in ``run_dir`` as (RunMeta, DataFrame with RECORD_COLUMNS).
+def load_run(
+    run_dir: str | Path, columns: list[str] | None = None
+) -> tuple[RunMeta, pandas.DataFrame]:
+    """The run in ``run_dir`` as (RunMeta, DataFrame with RECORD_COLUMNS), or only
+    ``columns`` of it (test_id, outcome and category are always read, to be checked).
 
     Raises ConfigError naming the folder and the offending test for outcomes or categories
     outside the model, and for a test id recorded twice.
     """
+    if columns is not None:
+        columns = list(dict.fromkeys(["test_id", "outcome", "category", *columns]))
     from conformance.store import PARQUET_NAME, read_meta, read_run
 
     parquet = Path(run_dir) / PARQUET_NAME
@@ -38,18 +43,20 @@ def load_run(run_dir: str | Path) -> tuple[RunMeta, pandas.DataFrame]:
         # A consolidated run: Arrow converts columns at once, 10-15x faster at 150K
         # records than read_run's record-by-record path, which keeps a report within its
         # time budget. Runs still going on (JSON lines only) go through read_run.
-        meta, frame = read_meta(run_dir), _read_parquet(parquet)
+        meta, frame = read_meta(run_dir), _read_parquet(parquet, columns)
     else:
         meta, frame = read_run(run_dir)
-    check_frame(frame, where=str(run_dir))
+        if columns is not None:
+            frame = frame[columns]
+    check_frame(frame, where=str(run_dir), columns=columns)
     return meta, frame
 
 
-def _read_parquet(path: Path) -> pandas.DataFrame:
+def _read_parquet(path: Path, columns: list[str] | None) -> pandas.DataFrame:
     import pyarrow.parquet as pq
 
     try:
-        frame = pq.read_table(path).to_pandas()
+        frame = pq.read_table(path, columns=columns).to_pandas()
     except Exception as exc:  # pyarrow raises several types for a damaged file
         raise ConfigError(f"unreadable outcomes: {exc}", where=str(path)) from None
     import pandas
@@ -69,9 +76,10 @@ def _read_parquet(path: Path) -> pandas.DataFrame:
     return frame
 
 
-def check_frame(frame: pandas.DataFrame, *, where: str) -> None:
-    """Raise ConfigError (naming ``where``) unless ``frame`` holds valid result records."""
-    missing = [name for name in RECORD_COLUMNS if name not in frame.columns]
+def check_frame(frame: pandas.DataFrame, *, where: str, columns: list[str] | None = None) -> None:
+    """Raise ConfigError (naming ``where``) unless ``frame`` holds valid result records
+    (with RECORD_COLUMNS, or ``columns`` when given)."""
+    missing = [name for name in (columns or RECORD_COLUMNS) if name not in frame.columns]
     if missing:
         raise ConfigError(f"outcomes lack columns {', '.join(missing)}", where=where)
     bad = frame.loc[~frame["outcome"].isin(OUTCOMES)]

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reports.build import ReportModel
 from reports.counts import percent
 from reports.messages import printable
+
+if TYPE_CHECKING:
+    import pandas
 
 __all__ = [
     "JSON_FORMAT",
@@ -253,23 +256,35 @@ _JUNIT_KIND = {
     "xfailed": "skipped",
     "deselected": "skipped",
 }
-# Escapes for XML text and attribute values (attributes also keep their line breaks).
-_XML_TEXT = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
-_XML_ATTR = str.maketrans(
-    {
-        "&": "&amp;",
-        "<": "&lt;",
-        ">": "&gt;",
-        '"': "&quot;",
-        "\n": "&#10;",
-        "\r": "&#13;",
-        "\t": "&#9;",
-    }
-)
+
+
+def _text(text: str) -> str:
+    # Chained str.replace: several times faster than str.translate with a dict table.
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _attr(text: str) -> str:
-    return '"' + text.translate(_XML_ATTR) + '"'
+    """A quoted XML attribute value (line breaks kept as character references)."""
+    escaped = _text(text).replace('"', "&quot;")
+    if "\n" in escaped or "\r" in escaped or "\t" in escaped:
+        escaped = escaped.replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;")
+    return f'"{escaped}"'
+
+
+def _attr_column(column: pandas.Series) -> list[str]:
+    """``_attr`` over a whole column in vectorised passes (names of every test)."""
+    column = column.astype("str")
+    for char, entity in (
+        ("&", "&amp;"),
+        ("<", "&lt;"),
+        (">", "&gt;"),
+        ('"', "&quot;"),
+        ("\n", "&#10;"),
+        ("\r", "&#13;"),
+        ("\t", "&#9;"),
+    ):
+        column = column.str.replace(char, entity, regex=False)
+    return ('"' + column + '"').tolist()
 
 
 def write_junit(model: ReportModel, path: Path) -> None:
@@ -284,35 +299,45 @@ def write_junit(model: ReportModel, path: Path) -> None:
         f'skipped="{t.n_skipped}">',
     ]
     by_file = {row.file: row for row in model.files}
-    columns = ["test_id", "test_class", "outcome", "category", "detail", "message", "duration_s"]
-    for file, group in frame.groupby("file", sort=True):
-        c = by_file[file].counts
-        lines.append(
-            f'<testsuite name={_attr(file)} tests="{c.total}" '
-            f'failures="{c.failed + c.xpassed}" '
-            f'errors="{c.error + c.crashed + c.timeout}" skipped="{c.n_skipped}" '
-            f'time="{group["duration_s"].sum():.3f}">'
-        )
-        for test_id, cls, outcome, category, detail, message, duration in zip(
-            *(group[name].tolist() for name in columns), strict=True
-        ):
-            name = test_id.rsplit("::", 1)[-1]
-            classname = f"{file}::{cls}" if cls else file
-            head = (
-                f'<testcase classname={_attr(classname)} name={_attr(name)} time="{duration:.3f}"'
+    # The prepared frame is sorted by file: one pass writes the suites in order.
+    sum_by_file = frame.groupby("file")["duration_s"].sum().to_dict()
+    names = _attr_column(frame["test_id"].str.rsplit("::", n=1).str[-1])
+    classes = _attr_column(
+        frame["file"].where(frame["test_class"] == "", frame["file"] + "::" + frame["test_class"])
+    )
+    columns = [
+        frame[name].tolist()
+        for name in ("file", "outcome", "category", "detail", "message", "duration_s")
+    ]
+    current = None
+    for name, classname, file, outcome, category, detail, message, duration in zip(
+        names, classes, *columns, strict=True
+    ):
+        if file != current:
+            if current is not None:
+                lines.append("</testsuite>")
+            current = file
+            c = by_file[file].counts
+            seconds = sum_by_file[file]
+            lines.append(
+                f'<testsuite name={_attr(file)} tests="{c.total}" '
+                f'failures="{c.failed + c.xpassed}" '
+                f'errors="{c.error + c.crashed + c.timeout}" skipped="{c.n_skipped}" '
+                f'time="{seconds:.3f}">'
             )
-            kind = _JUNIT_KIND.get(outcome)
-            if kind is None:
-                lines.append(head + "/>")
-                continue
-            label = f"{outcome}: {category}" + (f" ({detail})" if detail else "")
-            short = printable(message.split("\n", 1)[0], 500) if message else ""
-            open_tag = f"><{kind} type={_attr(printable(label, 300))} message={_attr(short)}"
-            if kind == "skipped" or not message:
-                lines.append(f"{head}{open_tag}/></testcase>")
-            else:
-                body = printable(message).translate(_XML_TEXT)
-                lines.append(f"{head}{open_tag}>{body}</{kind}></testcase>")
+        head = f'<testcase classname={classname} name={name} time="{duration:.3f}"'
+        kind = _JUNIT_KIND.get(outcome)
+        if kind is None:
+            lines.append(head + "/>")
+            continue
+        label = f"{outcome}: {category}" + (f" ({detail})" if detail else "")
+        short = printable(message.split("\n", 1)[0], 500) if message else ""
+        open_tag = f"><{kind} type={_attr(printable(label, 300))} message={_attr(short)}"
+        if kind == "skipped" or not message:
+            lines.append(f"{head}{open_tag}/></testcase>")
+        else:
+            lines.append(f"{head}{open_tag}>{_text(printable(message))}</{kind}></testcase>")
+    if current is not None:
         lines.append("</testsuite>")
     lines.append("</testsuites>")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

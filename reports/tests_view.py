@@ -7,6 +7,7 @@ prepared frame's columns, without a per-row DataFrame lookup or row objects.
 
 from __future__ import annotations
 
+import functools
 import html
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -52,8 +53,10 @@ def _escaped(column: pandas.Series) -> list[str]:
     return column.tolist()
 
 
+@functools.lru_cache(maxsize=4096)
 def grid_cell_html(counts: Counts | None) -> str:
-    """One cell of an op x dtype grid: passed/total, coloured by the worst outcome."""
+    """One cell of an op x dtype grid: passed/total, coloured by the worst outcome.
+    (Cached: most of a grid's ~100K cells hold one of a few hundred distinct counts.)"""
     if counts is None:
         return '<td class="cell none"></td>'
     return (

@@ -93,7 +93,8 @@ def build_trends(runs_root: str | Path, *, backend: str | None = None) -> Trends
     given, so a CPU baseline stored beside the backend's runs is not mixed in)."""
     points: list[TrendPoint] = []
     for run_dir in run_dirs(runs_root):
-        meta, frame = load_run(run_dir)
+        # Only the columns a trend point needs: a root may hold many large runs.
+        meta, frame = load_run(run_dir, columns=["ops_fallback"])
         if backend is not None and meta.backend and meta.backend != backend:
             continue
         skipped = frame.loc[frame["outcome"].isin(SKIP_OUTCOMES), "category"]

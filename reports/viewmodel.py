@@ -8,6 +8,7 @@ exactly one canonical place.
 
 from __future__ import annotations
 
+import itertools
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from reports.counts import FAIL_OUTCOMES, SKIP_OUTCOMES, Counts, bucket_of
 from reports.loading import OP_STATUSES, OpCoverage
 
 if TYPE_CHECKING:
+    import numpy
     import pandas
 
 __all__ = [
@@ -46,6 +48,7 @@ def prepare(frame: pandas.DataFrame) -> pandas.DataFrame:
     uses: ``bucket``, ``via_fallback``, ``slug`` (of the file), ``index`` (position in the
     file), ``page`` and ``href`` (the test's row in its paged file listing)."""
     frame = frame.sort_values(["file", "test_id"], kind="stable").reset_index(drop=True)
+    frame["outcome_code"] = _outcome_codes(frame)
     frame["bucket"] = frame["outcome"].map(bucket_of)
     frame["via_fallback"] = (frame["outcome"] == "passed") & (frame["ops_fallback"].map(len) > 0)
     files = frame["file"].unique().tolist()
@@ -100,7 +103,11 @@ def counts_by(frame: pandas.DataFrame, keys: list[str]) -> dict[object, Counts]:
         uniques.append(unique.tolist())
         dims.append(max(1, len(unique)))
     group = numpy.ravel_multi_index(codes, dims) if len(keys) > 1 else codes[0]
-    outcome = pandas.Categorical(frame["outcome"], categories=OUTCOMES).codes
+    outcome = (
+        frame["outcome_code"].to_numpy()
+        if "outcome_code" in frame.columns
+        else _outcome_codes(frame)
+    )
     present, inverse = numpy.unique(group, return_inverse=True)
     # One row per group: a column per outcome (OUTCOMES order) and one for fallback.
     table = numpy.zeros((len(present), len(OUTCOMES) + 1), dtype=numpy.int64)
@@ -110,11 +117,15 @@ def counts_by(frame: pandas.DataFrame, keys: list[str]) -> dict[object, Counts]:
     labels = [
         [unique[i] for i in part.tolist()] for unique, part in zip(uniques, parts, strict=True)
     ]
-    result: dict[object, Counts] = {}
-    for position, values in enumerate(table.tolist()):
-        key = tuple(label[position] for label in labels) if len(keys) > 1 else labels[0][position]
-        result[key] = Counts(*values)
-    return result
+    names = list(zip(*labels, strict=True)) if len(keys) > 1 else labels[0]
+    return dict(zip(names, itertools.starmap(Counts, table.tolist()), strict=True))
+
+
+def _outcome_codes(frame: pandas.DataFrame) -> numpy.ndarray:
+    """Each record's outcome as its index in OUTCOMES."""
+    import pandas
+
+    return pandas.Categorical(frame["outcome"], categories=OUTCOMES).codes
 
 
 @dataclass(frozen=True, slots=True)
