@@ -27,6 +27,12 @@ _ENV_KEY = pytest.StashKey[dict[str, str | None]]()
 COMMAND_ENV = "CONFORMANCE_COMMAND"
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from conformance import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     # Help texts: lower case, no final period, say what the value is.
     group = parser.getgroup("conformance", "device conformance run")

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from conformance.backends import Backend
+from conformance.classify import classify_failure, classify_skip
+from conformance.identity import parse_nodeid
 from conformance.model import ResultRecord, TestIdentity
 from conformance.outcome import OutcomeMerger
 from conformance.store import RunWriter, utc_now
@@ -40,8 +42,6 @@ class RunRecorder:
         *,
         timeout_s: float | None,
     ) -> None:
-        from conformance.classify import classify_failure, classify_skip
-
         self.config = config
         self.backend = backend
         self.writer = writer
@@ -125,10 +125,9 @@ class RunRecorder:
     def _write(self, record: ResultRecord) -> None:
         if self.writer.write(record):
             self.written += 1
+            self.config.hook.pytest_conformance_record(record=record, config=self.config)
 
     def _parse_identity(self, nodeid: str) -> TestIdentity:
-        from conformance.identity import parse_nodeid
-
         return parse_nodeid(nodeid, self.backend.device_names)
 
     # -- the end ----------------------------------------------------------------------------

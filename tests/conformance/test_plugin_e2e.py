@@ -117,8 +117,16 @@ def check_common_fields(frame, meta, run_dir) -> None:
     assert meta.collected == len(frame)
 
 
+RECORD_HOOK = """
+def pytest_conformance_record(record, config):
+    with open("seen.txt", "a") as seen:
+        seen.write(record.nodeid + "\\n")
+"""
+
+
 def test_a_serial_run_records_every_outcome_field_by_field(pytester: pytest.Pytester):
     setup_files(pytester, "test_fixture_ops.py")
+    pytester.makeconftest(RECORD_HOOK)
     result = pytester.runpytest_inprocess(
         "--device",
         "cpu",
@@ -137,6 +145,8 @@ def test_a_serial_run_records_every_outcome_field_by_field(pytester: pytest.Pyte
     assert set(frame["worker"]) == {""}
     assert meta.suite == f"tests:{pytester.path}"
     assert (pytester.path / "runs").exists() is False  # --run-dir wins over --runs-root
+    # the record hook saw every record, in the order written
+    assert (pytester.path / "seen.txt").read_text().split() == list(frame["nodeid"])
 
 
 @pytest.mark.slow
@@ -171,7 +181,7 @@ def test_xdist_run_survives_a_segfault_and_a_hang_and_records_the_same(pytester:
 
 
 KILLED_ONCE = """
-import os, signal, pathlib
+import os, signal, pathlib, time
 
 FLAG = pathlib.Path(__file__).with_name("killed.flag")
 
@@ -187,7 +197,7 @@ def test_3():
         os.kill(os.getpid(), signal.SIGKILL)
 
 def test_4():
-    pass
+    time.sleep(600)
 
 def test_5():
     pass
@@ -197,9 +207,8 @@ def test_5():
 @pytest.mark.slow
 def test_a_killed_run_resumes_without_losing_or_repeating_a_record(pytester: pytest.Pytester):
     pytester.makepyfile(test_killed=KILLED_ONCE)
-    first = pytester.runpytest_subprocess(
-        "--device", "cpu", "--run-dir", "run", "-p", "no:cacheprovider"
-    )
+    common = ("--device", "cpu", "-p", "no:cacheprovider", "--test-timeout", "3")
+    first = pytester.runpytest_subprocess(*common, "--run-dir", "run")
     assert first.ret != 0 and (pytester.path / "killed.flag").exists()
     meta, frame = read_run(pytester.path / "run")
     assert not meta.complete
@@ -208,13 +217,24 @@ def test_a_killed_run_resumes_without_losing_or_repeating_a_record(pytester: pyt
     with open(pytester.path / "run" / "outcomes.jsonl", "a") as handle:
         handle.write('{"run_id": "run", "nodeid": "test_killed.py::tes')  # torn by the kill
 
-    second = pytester.runpytest_subprocess(
-        "--device", "cpu", "--resume", "run", "-n", "1", "-p", "no:cacheprovider"
-    )
-    second.assert_outcomes(passed=3)  # under xdist the two resumed tests are deselected in workers
+    # Serial again: test_3 passes now, test_4 hangs and the watchdog records it, then
+    # ends the process (nothing else can stop a hang in the only process there is).
+    second = pytester.runpytest_subprocess(*common, "--resume", "run")
+    assert second.ret == 124
+    meta, frame = read_run(pytester.path / "run")
+    assert not meta.complete
+    assert list(frame["outcome"]) == ["passed", "failed", "passed", "timeout"]
+
+    third = pytester.runpytest_subprocess(*common, "--resume", "run", "-n", "1")
+    third.assert_outcomes(passed=1)  # under xdist the four resumed tests are deselected in workers
     meta, frame = read_run(pytester.path / "run")
     assert meta.complete and meta.collected == 5
     assert sorted(frame["nodeid"]) == [f"test_killed.py::test_{i}" for i in range(1, 6)]
-    assert frame.set_index("nodeid").loc["test_killed.py::test_3", "outcome"] == "passed"
+    rows = frame.set_index("nodeid")
+    assert rows.loc["test_killed.py::test_4", ["outcome", "category"]].tolist() == [
+        "timeout",
+        "timeout",
+    ]
+    assert rows.loc["test_killed.py::test_5", "outcome"] == "passed"
     kept = frame[frame["nodeid"].isin(before["nodeid"])].reset_index(drop=True)
     assert kept.equals(before)
