@@ -282,6 +282,7 @@ def _write_ops(w: _Writer, model: ReportModel) -> None:
             "ATen overloads",
             aten=statuses,
             status_counts=[(name, n) for name, n in counts if n],
+            denominators=sorted(model.coverage.denominators.items()),
         )
 
 

@@ -121,6 +121,9 @@ class OpCoverage:
 
     meta: dict[str, Any] = field(default_factory=dict)
     ops: dict[str, OpStatus] = field(default_factory=dict)
+    #: Named operator sets (core ATen, OpInfo ops...) with counts per status, as written
+    #: by op_coverage: {"core_aten": {"description", "count", "native", ..., "covered_pct"}}
+    denominators: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def by_packet(self) -> dict[str, list[OpStatus]]:
         """Overloads grouped by the operator name with namespace and overload removed
@@ -146,7 +149,12 @@ def load_op_coverage(run_dir: str | Path) -> OpCoverage | None:
         raise ConfigError(f"not valid JSON: {exc}", where=str(path)) from None
     if not isinstance(data, dict) or not isinstance(data.get("ops"), list):
         raise ConfigError("expected an object with an 'ops' list", where=str(path))
-    coverage = OpCoverage(meta=dict(data.get("meta") or {}))
+    denominators = data.get("denominators") or {}
+    if not isinstance(denominators, dict) or not all(
+        isinstance(v, dict) for v in denominators.values()
+    ):
+        raise ConfigError("'denominators' must map names to objects", where=str(path))
+    coverage = OpCoverage(meta=dict(data.get("meta") or {}), denominators=denominators)
     for index, entry in enumerate(data["ops"]):
         where = f"{path}: ops[{index}]"
         if not isinstance(entry, dict):

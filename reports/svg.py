@@ -75,7 +75,7 @@ def stacked_bars(
     plot_w = width - _LEFT - _RIGHT
     plot_h = height - _TOP - _BOTTOM
     slot = plot_w / len(labels)
-    bar = max(1.0, slot * 0.7)
+    bar = min(48.0, max(1.0, slot * 0.7))  # a few runs must not make slabs
     xs = []
     for i, label in enumerate(labels):
         x = _LEFT + slot * i + (slot - bar) / 2
@@ -112,8 +112,13 @@ def line_chart(
     parts = _frame(width, height, top, "%" if percent else "")
     plot_w = width - _LEFT - _RIGHT
     plot_h = height - _TOP - _BOTTOM
-    step = plot_w / max(1, len(labels) - 1) if len(labels) > 1 else 0
-    xs = [_LEFT + (step * i if len(labels) > 1 else plot_w / 2) for i in range(len(labels))]
+    # Inset the first and last points so their labels and dots are not cut off.
+    inset = 24
+    step = (plot_w - 2 * inset) / (len(labels) - 1) if len(labels) > 1 else 0
+    xs = [
+        _LEFT + inset + step * i if len(labels) > 1 else _LEFT + plot_w / 2
+        for i in range(len(labels))
+    ]
     for name, values, css in series:
         points = [(x, _TOP + plot_h - plot_h * v / top) for x, v in zip(xs, values, strict=True)]
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)

@@ -79,7 +79,8 @@
     }
     body.textContent = "";
     body.appendChild(fragment);
-    var note = found > LIMIT ? " (showing the first " + LIMIT + ")" : "";
+    var note = (detail ? " with detail " + detail : "") +
+      (found > LIMIT ? " (showing the first " + LIMIT + ")" : "");
     var progress = loaded < index.chunks ? " Loading the index: " + records.length + " of " + index.total + " tests…" : "";
     status.textContent = found + " matching tests" + note + "." + progress;
   }

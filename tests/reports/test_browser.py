@@ -147,7 +147,7 @@ def test_triage_link_opens_search_filtered_by_detail(report: Path, browser: Brow
         "(t => t.includes('matching') && !t.includes('Loading') && t)"
         "(document.getElementById('status').textContent)"
     )
-    assert status == "2 matching tests."
+    assert status == "2 matching tests with detail aten::cumsum.out."
     assert json.loads(
         browser.evaluate(
             "JSON.stringify([...document.querySelectorAll('#results tbody tr')]"
