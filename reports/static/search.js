@@ -90,5 +90,8 @@
     clearTimeout(timer);
     timer = setTimeout(render, 120);
   });
-  if (index.chunks > 0) { load(0); } else { render(); }
+  // The index streams in after the page has loaded, so the page opens at once and
+  // results grow as each data file arrives.
+  function start() { if (index.chunks > 0) { load(0); } else { render(); } }
+  if (document.readyState === "complete") { start(); } else { window.addEventListener("load", start); }
 })();
