@@ -30,6 +30,9 @@ def bench_ops() -> list[tuple[str, float, float]]:
     import torch
     import torch_emu  # noqa: F401  (registers emu when autoload is off)
 
+    # One intra-op thread: on a shared machine, OpenMP spinning makes multi-threaded
+    # timings of 1K-element ops swing by 10x; the comparison is about per-call overhead.
+    torch.set_num_threads(1)
     cpu_a, cpu_b = torch.randn(1000), torch.randn(1000)
     cpu_m, cpu_n = torch.randn(32, 32), torch.randn(32, 32)  # 1024 elements each
     emu_a, emu_b, emu_m, emu_n = (t.to("emu") for t in (cpu_a, cpu_b, cpu_m, cpu_n))

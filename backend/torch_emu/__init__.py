@@ -77,7 +77,7 @@ def lowerings() -> list[Lowering]:
     the Python lowerings (``kind="python"``), each with its ATen overload and source line."""
     names, lines = torch.ops.emu.native_kernels()
     native = [
-        Lowering(name, "native", f"torch_emu/csrc/emu_core.cpp:{line}")
+        Lowering(name, "native", f"torch_emu/csrc/emu_core.cpp:{line}", "structural")
         for name, line in zip(names, lines, strict=True)
     ]
     return native + records()
@@ -94,4 +94,3 @@ def unsupported_features() -> dict[str, list[str]]:
 def planted_bugs() -> dict[str, bool]:
     """Planted bug name -> whether EMU_PLANT switched it on in this process."""
     return {name: _plants.is_active(name) for name in _config.PLANTS}
-

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-UPSTREAM_STYLE = '''
+UPSTREAM_STYLE = """
 import torch
 from torch.testing._internal.common_device_type import (
     dtypes, instantiate_device_type_tests, ops, onlyPRIVATEUSE1,
@@ -37,7 +37,7 @@ instantiate_device_type_tests(TestEmuSmoke, globals(), only_for=("privateuse1",)
 
 if __name__ == "__main__":
     run_tests()
-'''
+"""
 
 
 @pytest.mark.slow

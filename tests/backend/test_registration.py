@@ -79,6 +79,18 @@ def test_version_and_lowering_records():
     assert len(by_overload) == len(records), "an overload is listed twice"
 
 
+def test_strategies_and_dispatcher_sources_agree_with_the_registry():
+    by_overload = {r.overload: r for r in torch_emu.lowerings()}
+    assert by_overload["aten::view"].strategy == "structural"
+    assert by_overload["aten::add.Tensor"].strategy == "derived"
+    assert by_overload["aten::native_dropout"].strategy == "custom"
+    # Derived kernels are registered under their declaration's file and line.
+    for overload in ("aten::add.Tensor", "aten::mm"):
+        table = torch._C._dispatch_dump_table(overload)
+        line = next(x for x in table.splitlines() if x.startswith("PrivateUse1:"))
+        assert by_overload[overload].source in line, line
+
+
 def test_every_listed_lowering_is_registered_in_the_dispatcher():
     for record in torch_emu.lowerings():
         assert torch._C._dispatch_has_kernel_for_dispatch_key(record.overload, "PrivateUse1"), (

@@ -33,6 +33,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -525,6 +526,172 @@ TORCH_LIBRARY_IMPL(aten, Negative, m) {
   m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
+// --------------------------------------------------------- derived kernels --
+
+// The kernel behind most Python lowering declarations (`lower(...)` in
+// torch_emu/lowering/): run the op's CPU kernel on zero-copy CPU aliases of the
+// emu arguments.  Written arguments (in-place self, out=) receive the result
+// through their aliases; fresh results are copied to the device of the first
+// emu argument; a Generator argument (or the device's default generator) is
+// replaced by a CPU generator carrying its state, which is written back after.
+// It is the C++ twin of torch_emu/lowering/kernels.py, which remains for
+// lowerings that need Python hooks; this one exists because it costs a few
+// microseconds per call instead of tens.
+class DerivedKernel final : public c10::OperatorKernel {
+ public:
+  explicit DerivedKernel(const c10::FunctionSchema& schema) {
+    const auto& args = schema.arguments();
+    for (size_t i = 0; i < args.size(); ++i) {
+      const auto& info = args[i].alias_info();
+      if (info && info->isWrite()) written_.push_back(static_cast<int>(i));
+      if (args[i].type()->str().find("Generator") != std::string::npos) {
+        generator_ = static_cast<int>(i);
+      }
+    }
+    for (const auto& ret : schema.returns()) {
+      int source = -1;
+      if (ret.alias_info()) {
+        for (int i : written_) {
+          if (args[i].alias_info()->beforeSets() == ret.alias_info()->beforeSets()) source = i;
+        }
+      }
+      returns_.push_back(source);
+    }
+  }
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    const auto num_args = op.schema().arguments().size();
+    auto args = torch::jit::pop(*stack, num_args);
+    std::vector<c10::IValue> originals = args;  // shallow: IValues share the tensors
+    c10::DeviceIndex device = -1;
+    auto alias_of = [&](const at::Tensor& t) -> at::Tensor {
+      if (!t.defined() || t.device().type() != kEmu) return t;
+      if (device < 0) device = t.device().index();
+      return cpu_alias(t);
+    };
+    for (auto& v : args) {
+      if (v.isTensor()) {
+        v = alias_of(v.toTensor());
+      } else if (v.isTensorList()) {
+        auto list = v.toTensorList();
+        c10::List<at::Tensor> aliased;
+        aliased.reserve(list.size());
+        for (const at::Tensor& t : list) aliased.push_back(alias_of(t));
+        v = aliased;
+      } else if (v.isList()) {
+        auto list = v.toList();
+        if (!list.empty() && (list.get(0).isTensor() || list.get(0).isNone())) {
+          c10::List<std::optional<at::Tensor>> aliased;
+          for (const c10::IValue& item : list) {
+            if (item.isTensor()) {
+              aliased.push_back(alias_of(item.toTensor()));
+            } else {
+              aliased.push_back(std::nullopt);
+            }
+          }
+          v = aliased;
+        }
+      }
+    }
+    if (device < 0) device = tls_current_device;
+    c10::DeviceGuard guard(c10::Device(kEmu, device));
+
+    at::Generator emu_gen;
+    at::Generator cpu_gen;
+    if (generator_ >= 0) {
+      emu_gen = args[generator_].isGenerator() ? args[generator_].toGenerator()
+                                                 : default_generator(device);
+      cpu_gen = at::make_generator<at::CPUGeneratorImpl>();
+      std::lock_guard<std::mutex> lock(emu_gen.mutex());
+      cpu_gen.set_state(emu_gen.get_state());
+      args[generator_] = cpu_gen;
+    }
+    std::vector<at::Tensor> written_aliases;
+    for (int i : written_) {
+      written_aliases.push_back(args[i].isTensor() ? args[i].toTensor() : at::Tensor());
+    }
+
+    for (auto& v : args) torch::jit::push(*stack, std::move(v));
+    op.callBoxed(stack);
+
+    if (generator_ >= 0) {
+      std::lock_guard<std::mutex> lock(emu_gen.mutex());
+      emu_gen.set_state(cpu_gen.get_state());
+    }
+    for (size_t k = 0; k < written_.size(); ++k) {
+      const auto& original = originals[written_[k]];
+      if (original.isTensor() && original.toTensor().defined()) {
+        sync_written(original.toTensor(), written_aliases[k]);
+      }
+    }
+    const auto num_returns = returns_.size();
+    const auto first_return = stack->size() - num_returns;
+    for (size_t j = 0; j < num_returns; ++j) {
+      auto& r = (*stack)[first_return + j];
+      if (returns_[j] >= 0) {
+        r = originals[returns_[j]];
+      } else if (r.isTensor()) {
+        at::Tensor t = r.toTensor();
+        if (t.defined() && t.device().is_cpu()) r = to_device(t, device);
+      } else if (r.isTensorList()) {
+        c10::List<at::Tensor> moved;
+        for (const at::Tensor& t : r.toTensorList()) moved.push_back(to_device(t, device));
+        r = moved;
+      }
+    }
+  }
+
+ private:
+  // The CPU kernel may have resized an out= alias.  Aliases are resizable
+  // through the CPU allocator, so growing moved it to fresh CPU memory: resize
+  // the emu tensor and copy the result back.  Shrinking or restriding kept the
+  // data in place: only the metadata moves.
+  static void sync_written(const at::Tensor& target, const at::Tensor& alias) {
+    if (!alias.defined() || alias.device().type() != c10::kCPU || target.is_cpu()) return;
+    if (alias.data_ptr() != target.data_ptr()) {
+      if (target.sizes() != alias.sizes()) target.resize_(alias.sizes());
+      if (target.strides() != alias.strides()) {
+        at::Tensor t = target;
+        t.set_(target.storage(), target.storage_offset(), alias.sizes(), alias.strides());
+      }
+      cpu_alias(target).copy_(alias);
+    } else if (target.sizes() != alias.sizes() || target.strides() != alias.strides()) {
+      at::Tensor t = target;
+      t.set_(target.storage(), target.storage_offset(), alias.sizes(), alias.strides());
+    }
+  }
+
+  std::vector<int> written_;
+  int generator_ = -1;
+  std::vector<int> returns_;
+};
+
+// One Library per declaration, named after the Python file and line that
+// declared it, so that the dispatcher's own tables point at the declaration.
+std::mutex derived_mutex;
+std::vector<std::unique_ptr<torch::Library>> derived_libraries;
+std::deque<std::string> derived_files;  // torch::Library keeps a pointer to its file name
+
+void register_derived(c10::string_view overload, c10::string_view file, int64_t line) {
+  std::string qualified(overload);
+  TORCH_CHECK(qualified.rfind("aten::", 0) == 0, "emu: expected an aten:: overload, got ",
+              qualified);
+  const auto name = qualified.substr(6);
+  const auto dot = name.find('.');
+  const auto& handle = c10::Dispatcher::singleton().findSchemaOrThrow(
+      ("aten::" + name.substr(0, dot)).c_str(),
+      dot == std::string::npos ? "" : name.substr(dot + 1).c_str());
+  std::lock_guard<std::mutex> lock(derived_mutex);
+  derived_files.emplace_back(file);
+  auto library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+                                                  c10::DispatchKey::PrivateUse1,
+                                                  derived_files.back().c_str(),
+                                                  static_cast<uint32_t>(line));
+  library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                  std::make_unique<DerivedKernel>(handle.schema())));
+  derived_libraries.push_back(std::move(library));
+}
+
 // ----------------------------------------------------------- CPU fallback --
 
 std::mutex fallback_mutex;
@@ -661,6 +828,7 @@ TORCH_LIBRARY(emu, m) {
   m.def("cpu_fallback_enabled() -> bool", TORCH_FN(cpu_fallback_enabled));
   m.def("fallback_counts() -> (str[], int[])", TORCH_FN(fallback_counts));
   m.def("reset_fallback_counts() -> ()", TORCH_FN(reset_fallback_counts));
+  m.def("register_derived(str overload, str file, int line) -> ()", TORCH_FN(register_derived));
 }
 
 }  // namespace

@@ -35,15 +35,20 @@ class LoweringError(ValueError):
 
 @dataclass(frozen=True)
 class Lowering:
-    """One registered kernel: ``overload`` like ``"aten::add.Tensor"``, ``kind`` ``"native"``
-    (C++ in the core) or ``"python"``, and ``source`` as ``"torch_emu/lowering/x.py:LINE"``."""
+    """One registered kernel: ``overload`` like ``"aten::add.Tensor"``; ``kind`` ``"native"``
+    for the structural C++ kernels of the core or ``"python"`` for a lowering declared in
+    ``torch_emu/lowering/``; ``source`` as ``"torch_emu/lowering/x.py:LINE"``; ``strategy``
+    ``"structural"`` (native), ``"derived"`` (the core's generic CPU-alias kernel, derived
+    from the schema) or ``"custom"`` (a hand-written Python kernel)."""
 
     overload: str
     kind: str
     source: str
+    strategy: str = "derived"
 
 
 _records: dict[str, Lowering] = {}
+_register_derived = torch.ops.emu.register_derived.default
 _library: torch.library.Library | None = None
 
 
@@ -87,33 +92,41 @@ def _caller_source(depth: int) -> str:
     return f"{_relative(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
-def _register(overload: str, kernel: Callable, source: str) -> None:
+def _register(overload: str, kernel: Callable | None, source: str) -> None:
+    """Register ``kernel`` for PrivateUse1, or the core's derived C++ kernel when it is None."""
     global _library
     op = resolve(overload)
     _check_lowerable(overload, op)
-    if _library is None:
-        _library = torch.library.Library("aten", "IMPL")
-    _library.impl(
-        op._schema.name.partition("::")[2]
-        + (f".{op._overloadname}" if op._overloadname != "default" else ""),
-        kernel,
-        "PrivateUse1",
-    )
-    _records[overload] = Lowering(overload, "python", source)
+    if kernel is None:
+        path, _, line = source.rpartition(":")
+        _register_derived(overload, path, int(line))
+        strategy = "derived"
+    else:
+        if _library is None:
+            _library = torch.library.Library("aten", "IMPL")
+        name = overload.removeprefix("aten::")
+        _library.impl(name, kernel, "PrivateUse1")
+        strategy = "custom"
+    _records[overload] = Lowering(overload, "python", source, strategy)
 
 
 def lower(*overloads: str, pre: Callable | None = None, post: Callable | None = None) -> None:
     """Declare lowerings whose kernels are derived from each overload's schema.
 
-    ``pre(cpu_args, cpu_kwargs)`` may rewrite the CPU-side arguments before the CPU kernel
-    runs; ``post(cpu_outputs)`` may modify the CPU-side outputs in place afterwards.
-    Both exist for the planted bugs; regular lowerings pass neither.
+    The kernel runs the CPU kernel on zero-copy CPU aliases of the emu arguments
+    (see ``kernels.py``); the native core provides it in C++.  ``pre(cpu_args,
+    cpu_kwargs)`` may rewrite the CPU-side arguments before the CPU kernel runs and
+    ``post(cpu_outputs)`` may modify its outputs in place; both exist for the planted
+    bugs and switch the lowering to the Python version of the derived kernel.
     """
-    from torch_emu.lowering.kernels import derived_kernel
-
     source = _caller_source(2)
     for overload in overloads:
-        _register(overload, derived_kernel(resolve(overload), pre=pre, post=post), source)
+        kernel = None
+        if pre is not None or post is not None:
+            from torch_emu.lowering.kernels import derived_kernel
+
+            kernel = derived_kernel(resolve(overload), pre=pre, post=post)
+        _register(overload, kernel, source)
 
 
 def lowering(overload: str) -> Callable[[Callable], Callable]:
