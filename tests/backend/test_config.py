@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from torch_emu.config import read_settings
 
 

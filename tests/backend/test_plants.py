@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 import torch_emu
+
 from tests.backend.conftest import run_python
 
 # One child process checks every defect (the plants touch disjoint ops), printing

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 import torch_emu
+
 from tests.backend.conftest import run_python
 
 
@@ -112,7 +112,7 @@ def test_python_lowering_sources_point_at_their_declaration():
         if "@lowering" in text:
             assert f'"{record.overload}"' in text, (record, text)
         else:
-            assert name.split(".")[0] in open(root / path).read(), record
+            assert name.split(".")[0] in (root / path).read_text(), record
 
 
 @pytest.mark.slow

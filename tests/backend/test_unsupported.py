@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.autograd import forward_ad
-
 import torch_emu
+from torch.autograd import forward_ad
 
 
 def _feature(name):
