@@ -39,8 +39,10 @@ def test_cpu_view_names_kernel_kinds():
     )
 
 
-def test_privateuse1_without_a_backend_has_only_composites():
-    view = dispatcher_view("PrivateUse1", OPS)
+def test_a_key_without_a_backend_has_only_composites():
+    # PrivateUse2: like PrivateUse1 before a backend registers (an installed backend may
+    # have autoloaded into this process and taken PrivateUse1).
+    view = dispatcher_view("PrivateUse2", OPS)
     assert view["aten::cumsum.out"].status == "missing"
     assert view["aten::add.out"].status == "missing"
     # add.Tensor is structured: its default kernel calls add.out, which is what a backend lacks.
@@ -49,11 +51,15 @@ def test_privateuse1_without_a_backend_has_only_composites():
 
 
 def test_whole_view_agrees_with_the_boolean_queries():
-    view = dispatcher_view("PrivateUse1")
-    for name, entry in view.items():
-        assert torch._C._dispatch_has_computed_kernel_for_dispatch_key(name, "PrivateUse1") == (
-            entry.status != "missing"
-        )
+    for key in ("PrivateUse1", "CPU"):
+        view = dispatcher_view(key)
+        for name, entry in view.items():
+            assert torch._C._dispatch_has_computed_kernel_for_dispatch_key(name, key) == (
+                entry.status != "missing"
+            )
+            assert torch._C._dispatch_has_kernel_for_dispatch_key(name, key) == (
+                entry.status == "native"
+            )
 
 
 @pytest.mark.parametrize(

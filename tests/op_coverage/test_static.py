@@ -7,6 +7,7 @@ Python process that reports what it saw as JSON.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -64,8 +65,10 @@ def registered(tmp_path_factory) -> dict:
     # A real file, as a backend's lowerings are: the dispatcher records its name and line.
     script = tmp_path_factory.mktemp("lowering") / "planted_lowerings.py"
     script.write_text(SCRIPT, encoding="utf-8")
+    # A bare PrivateUse1: no installed backend may autoload into the process.
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
     done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=240
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=240, env=env
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
