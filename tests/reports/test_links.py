@@ -96,16 +96,16 @@ def test_links_resolve_across_pages_of_a_larger_run(
     # Small pages, so files, failure groups and diff lists all span several pages.
     monkeypatch.setattr("reports.viewmodel.PAGE_SIZE", 25)
     monkeypatch.setattr("reports.html.PAGE_SIZE", 25)
-    meta, frame = synthetic_run(1200, seed=4, run_id="new")
+    meta, frame = synthetic_run(800, seed=4, run_id="new")
     write_run(tmp_path / "new", meta, frame)
     (tmp_path / "new" / "op_coverage.json").write_text(json.dumps(synthetic_op_coverage(frame)))
-    meta, frame = synthetic_run(1180, seed=5, run_id="old")
+    meta, frame = synthetic_run(790, seed=5, run_id="old")
     write_run(tmp_path / "old", meta, frame)
     model = build_model(tmp_path / "new", compare_dir=tmp_path / "old")
     assert max(row.pages for row in model.files) > 1
     render_report(model, tmp_path / "report", ["html"])
     assert assert_valid_links(tmp_path / "report") > 500
-    assert assert_search_links_resolve(tmp_path / "report") == 1200
+    assert assert_search_links_resolve(tmp_path / "report") == 800
 
 
 def test_link_check_catches_a_broken_anchor(tmp_path: Path) -> None:
