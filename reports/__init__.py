@@ -3,6 +3,15 @@ releases, and machine outputs (JSON summary, Markdown, JUnit XML, HUD record).
 
 Pipeline: ``build.build_model`` reads a run (pandas) into a view model of plain
 dataclasses; ``render.render_report`` writes the chosen formats from it.
+
+Command line::
+
+    conformance report RUN [--out DIR] [--runs-root DIR] [--baseline RUN] [--compare RUN]
+                       [--history RUNS_ROOT] [--format html,json,md,junit,hud]
+
+``RUN`` is a run folder, a run id under ``--runs-root`` or ``latest``. The output folder
+holds ``index.html`` (open it from disk), ``summary.json``, ``summary.md``, ``junit.xml``
+and ``hud.json``.
 """
 
 from __future__ import annotations
