@@ -122,3 +122,20 @@ def test_a_failed_render_leaves_the_earlier_report(
         "summary.md",
     ]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_the_conformance_command_lists_report(
+    runs_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from conformance.cli import main
+
+    out = tmp_path / "report"
+    assert (
+        main(
+            ["report", "run-b", "--runs-root", str(runs_root), "--out", str(out), "--format", "hud"]
+        )
+        == 0
+    )
+    assert (out / "hud.json").is_file()
+    assert main(["report", "nope", "--runs-root", str(runs_root)]) == 2
+    assert "conformance report: error: no run named 'nope'" in capsys.readouterr().err
