@@ -196,9 +196,21 @@ def static_table(
 def load_static_table(device_type: str, module_name: str | None = None) -> StaticTable:
     """Load the backend for ``device_type`` (``conformance.backends.load_backend``) and build
     its static table, using its lowering registry when it offers one."""
+    import importlib
+
     from conformance.backends import load_backend
 
     backend = load_backend(device_type, module_name)
-    lowerings = backend.lowerings() if backend.lowerings is not None else None
-    unsupported = getattr(backend.module, "unsupported_features", None)
-    return static_table(device_type, lowerings, unsupported() if callable(unsupported) else None)
+    package = backend.module
+    lowerings = backend.lowerings
+    if lowerings is None and package is not None and "." in package.__name__:
+        # The entry point may name a submodule (torch_emu._autoload): the hooks live on
+        # the top-level package.
+        package = importlib.import_module(package.__name__.split(".", 1)[0])
+        lowerings = getattr(package, "lowerings", None)
+    unsupported = getattr(package, "unsupported_features", None)
+    return static_table(
+        device_type,
+        lowerings() if callable(lowerings) else None,
+        unsupported() if callable(unsupported) else None,
+    )

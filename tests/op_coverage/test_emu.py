@@ -58,6 +58,7 @@ SCRIPT = textwrap.dedent(
     out = {}
     table = load_static_table("emu", "torch_emu")
     out["counts"] = table.counts()
+    out["registry_by_device_alone"] = load_static_table("emu").has_registry
     out["disagreements"] = [[d.op, d.problem] for d in table.disagreements]
     out["direct_kernels"] = sorted(op for op in table.ops
                                    if torch._C._dispatch_has_kernel_for_dispatch_key(op, "PrivateUse1"))
@@ -121,6 +122,7 @@ def emu(tmp_path_factory) -> dict:
 
 
 def test_static_table_agrees_with_the_dispatcher_and_the_registry(emu):
+    assert emu["registry_by_device_alone"]  # the registry is found from the device name
     assert emu["disagreements"] == []
     assert set(emu["table_native"]) == set(emu["direct_kernels"]) - set(emu["declined"])
     assert set(emu["registry"]) <= set(emu["table_native"])
