@@ -12,6 +12,7 @@ import datetime as dt
 import importlib
 import json
 import sys
+import tempfile
 from collections import Counter
 from importlib import metadata
 from pathlib import Path
@@ -179,8 +180,12 @@ def _identities(args: argparse.Namespace, facts: RunFacts | None) -> list[Any] |
     device = args.device or args.backend
     identities = list(facts.identities) if facts else []
     if args.tests:
-        collect_args = ["--device", device, "--no-skiplist", *args.pytest_args]
-        identities.extend(collect_identities(args.tests, [device], collect_args))
+        with tempfile.TemporaryDirectory(prefix="skiplist-collect-") as scratch:
+            # The plugin opens a run even to collect: keep it out of the user's runs.
+            collect_args = ["--device", device, "--no-skiplist", "--run-dir", f"{scratch}/run"]
+            identities.extend(
+                collect_identities(args.tests, [device], [*collect_args, *args.pytest_args])
+            )
     return identities if (facts or args.tests) else None
 
 

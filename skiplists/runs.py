@@ -82,7 +82,18 @@ def collect_identities(
     """Collect the tests under ``paths`` in a subprocess and identify them by nodeid."""
     from conformance.identity import parse_nodeid
 
-    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", *pytest_args, *paths]
+    # The plugin named explicitly: it may not be auto-loaded (PYTEST_DISABLE_PLUGIN_AUTOLOAD).
+    plugin = ["-p", "conformance.plugin"] if "--device" in pytest_args else []
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--collect-only",
+        "-q",
+        *plugin,
+        *pytest_args,
+        *paths,
+    ]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     nodeids = [line.strip() for line in done.stdout.splitlines() if "::" in line]

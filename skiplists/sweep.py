@@ -9,7 +9,6 @@ any run, and the outcomes are read back from the results store.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import subprocess
 import sys
 import tempfile
@@ -63,12 +62,10 @@ def sweep(
         # pytest reads "@file" as one argument per line: no command-line length limit.
         args_file.write_text("\n".join(nodeids) + "\n", encoding="utf-8")
         command = [
-            sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+            sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conformance.plugin",
             "--device", device, "--no-skiplist", "--run-dir", str(run_dir),
             *pytest_args, f"@{args_file}",
         ]  # fmt: skip
-        if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-            command[4:4] = ["-p", "conformance.plugin"]
         done = subprocess.run(command, cwd=rootdir, capture_output=True, text=True, check=False)
         if not (run_dir / "meta.json").is_file():
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])

@@ -349,3 +349,44 @@ def test_items_without_identity_are_left_alone(pytester: pytest.Pytester) -> Non
     path = pytester.makefile(".toml", skiplist=entry('template = "test_view"', "deselect", "crash"))
     reprec = pytester.inline_run("--skiplist", str(path))
     assert outcomes(reprec)["test_view_emu"] == "failed"
+
+
+@pytest.mark.slow  # collects and runs in subprocesses that import torch
+def test_sweep_proposes_removing_entries_whose_tests_pass(
+    pytester: pytest.Pytester, capsys
+) -> None:
+    from tests.skiplists.test_tools import cli
+
+    pytester.makepyfile(
+        test_math=UPSTREAM.replace("PRIVATEUSE1", "CPU")
+        .replace("EMU", "CPU")
+        .replace("_emu", "_cpu")
+    )
+    path = pytester.makefile(
+        ".toml",
+        skiplist="\n".join(
+            [
+                entry('test_id = "test_math.py::TestMath::test_mul_float32"', "xfail"),
+                entry('test_id = "test_math.py::TestMath::test_add_float32"', "xfail"),
+                entry('test_id = "test_math.py::TestShapes::test_view"', "deselect", "crash"),
+            ]
+        ),
+    )
+    before = path.read_text()
+    code = cli(
+        "sweep",
+        "--skiplist",
+        path,
+        "--backend",
+        "cpu",
+        "--tests",
+        "test_math.py",
+        "--rootdir",
+        pytester.path,
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert '-test_id = "test_math.py::TestMath::test_mul_float32"' in out
+    removed = [line for line in out.splitlines() if line.startswith("-") and "test_id" in line]
+    assert removed == ['-test_id = "test_math.py::TestMath::test_mul_float32"']
+    assert path.read_text() == before  # only proposed, nothing written without --write
