@@ -153,7 +153,8 @@ def snapshot(
             "torch_version": torch.__version__,
             "torch_git": torch.version.git_version,
             "backend": device_type,
-            "backend_version": meta.backend_version if meta is not None else "",
+            "backend_version": (meta.backend_version if meta is not None else "")
+            or static.backend_version,
             "dispatch_key": static.dispatch_key,
             "registry": static.has_registry,
             "harness_version": harness_version,

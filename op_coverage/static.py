@@ -68,6 +68,7 @@ class StaticTable:
     disagreements: list[Disagreement] = field(default_factory=list)
     #: Registry entries outside the aten namespace (the backend's own ops), not counted.
     other_namespaces: list[str] = field(default_factory=list)
+    backend_version: str = ""  # where the backend was loaded by load_static_table
 
     def counts(self) -> dict[str, int]:
         """How many overloads have each status."""
@@ -209,8 +210,10 @@ def load_static_table(device_type: str, module_name: str | None = None) -> Stati
         package = importlib.import_module(package.__name__.split(".", 1)[0])
         lowerings = getattr(package, "lowerings", None)
     unsupported = getattr(package, "unsupported_features", None)
-    return static_table(
+    table = static_table(
         device_type,
         lowerings() if callable(lowerings) else None,
         unsupported() if callable(unsupported) else None,
     )
+    table.backend_version = backend.version
+    return table
