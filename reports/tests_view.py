@@ -16,7 +16,7 @@ from markupsafe import Markup
 
 from conformance.model import CATEGORIES, OUTCOMES
 from reports.counts import Counts, bucket_of
-from reports.messages import normalize_message, printable
+from reports.messages import DISPLAY_LIMIT, normalize_message, printable
 
 if TYPE_CHECKING:
     import pandas
@@ -36,21 +36,6 @@ __all__ = [
 def escape(text: str) -> str:
     """``text`` with the HTML special characters escaped (quotes included)."""
     return html.escape(text)
-
-
-def _escaped(column: pandas.Series) -> list[str]:
-    # One vectorised pass per column (Arrow string kernels) instead of a call per cell:
-    # rows_html escapes several columns of every test of the run.
-    column = column.astype("str")
-    for char, entity in (
-        ("&", "&amp;"),
-        ("<", "&lt;"),
-        (">", "&gt;"),
-        ('"', "&quot;"),
-        ("'", "&#x27;"),
-    ):
-        column = column.str.replace(char, entity, regex=False)
-    return column.tolist()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -102,75 +87,136 @@ def rows_html(
     (tests with an empty ``href`` are not linked). ``other`` (indexed by test_id) adds a
     column with the outcome another run recorded for the test.
     """
+
+    if frame.empty:
+        return []
+    # Every piece is a whole column (or a constant), joined once per row by Arrow's string
+    # kernel: no Python work per row except bounding messages (printable).
+    index = frame["index"].astype("str")
+    parts: list[object] = []
+    if local:
+        parts += [
+            '<tr id="t',
+            index,
+            '"><td class="test"><a href="#t',
+            index,
+            '">',
+            _escape_column(_local_names(frame)),
+            "</a></td>",
+        ]
+    else:
+        name = _escape_column(frame["test_id"])
+        linked = frame["href"] != ""
+        parts += [
+            linked.map({True: '<tr><td class="test"><a href="' + root, False: ""}),
+            _escape_column(frame["href"]),
+            linked.map({True: '">', False: '<tr><td class="test">'}),
+            name,
+            linked.map({True: "</a></td>", False: "</td>"}),
+        ]
+    if other is not None:
+        was = frame["test_id"].map(other).fillna("").astype("str")
+        parts.append(was.map(_OTHER_CELLS).fillna(_OTHER_CELLS[""]))
+    parts += [
+        frame["outcome"].map(_OUTCOME_CELLS).astype("str"),
+        "<td>",
+        frame["category"],
+        "</td><td>",
+        _escape_column(shown_column(frame, "detail")),
+    ]
+    fallbacks = _escape_column(shown_column(frame, "ops_fallback"))
+    entries = _escape_column(frame["skip_entry"])
+    parts += [
+        _wrap('<div class="note">fell back: ', fallbacks, "</div>"),
+        _wrap('<div class="note">skiplist: ', entries, "</div>"),
+        "</td>",
+    ]
+    if messages:
+        text = _escape_column(shown_column(frame, "message"))
+        seconds = frame["duration_s"].map("{:.2f}".format)
+        parts += [
+            '<td class="num">',
+            seconds,
+            "</td><td>",
+            _wrap('<pre class="msg">', text, "</pre>"),
+            "</td>",
+        ]
+    parts.append("</tr>")
+    return _join(parts, len(frame))
+
+
+def shown_column(frame: pandas.DataFrame, name: str) -> pandas.Series:
+    """A column as a page shows it: messages and details bounded by printable(), the ops
+    that fell back joined with commas. Prepared frames carry these as ``<name>_shown``
+    (computed once per report; a test is listed on several pages)."""
+    if f"{name}_shown" in frame.columns:
+        return frame[f"{name}_shown"]
+    column = frame[name]
+    if name == "ops_fallback":
+        return column.map(lambda ops: ", ".join(ops) if len(ops) else "")
+    limit = 300 if name == "detail" else DISPLAY_LIMIT
+    return column.map(lambda text: printable(text, limit) if text else "")
+
+
+def _local_names(frame: pandas.DataFrame) -> pandas.Series:
+    """Test ids without their file (the file is the page's title)."""
+    files = frame["file"].unique()
+    if len(files) == 1:
+        prefix = f"{files[0]}::"
+        ids = frame["test_id"]
+        return ids.str.slice(len(prefix)).where(ids.str.startswith(prefix), ids)
+    names = [
+        test_id[len(file) + 2 :] if test_id.startswith(file + "::") else test_id
+        for test_id, file in zip(frame["test_id"].tolist(), frame["file"].tolist(), strict=True)
+    ]
+    return _column(names, frame)
+
+
+def _wrap(before: str, column: pandas.Series, after: str) -> pandas.Series:
+    """``before + value + after`` where the value is not empty, else empty."""
+    return (before + column + after).where(column != "", "")
+
+
+def _join(parts: list[object], length: int) -> list[str]:
+    """Concatenate columns and constants row by row, in one Arrow pass."""
+    import pyarrow
+    import pyarrow.compute
+
+    text = pyarrow.large_string()
+    arrays = [
+        pyarrow.scalar(part, text)
+        if isinstance(part, str)
+        else pyarrow.array(part.astype("str"), text)
+        for part in parts
+    ]
+    # Constants broadcast; a frame of constants only would not know its length.
+    arrays.append(pyarrow.array([""] * length, text))
+    joined = pyarrow.compute.binary_join_element_wise(*arrays, pyarrow.scalar("", text))
+    return joined.to_pylist()
+
+
+def _column(values: list[str], frame: pandas.DataFrame) -> pandas.Series:
     import pandas
 
-    others = frame["test_id"].map(other).fillna("").tolist() if other is not None else None
-    out: list[str] = []
-    if frame.empty:
-        return out
-    # Messages and details are bounded (and control characters made visible) first; then
-    # every free-text column is escaped in one vectorised pass.
-    bounded_messages = frame["message"].map(printable) if messages else frame["message"]
-    bounded_details = frame["detail"].map(lambda d: printable(d, 300) if d else "")
-    fallbacks = frame["ops_fallback"].map(lambda ops: ", ".join(ops) if len(ops) else "")
-    names = (
-        [
-            test_id[len(file) + 2 :] if test_id.startswith(file + "::") else test_id
-            for test_id, file in zip(frame["test_id"].tolist(), frame["file"].tolist(), strict=True)
-        ]
-        if local
-        else frame["test_id"].tolist()
-    )
-    columns = (
-        _escaped(pandas.Series(names, index=frame.index, dtype="str")),
-        frame["href"].tolist(),
-        frame["index"].tolist(),
-        frame["outcome"].tolist(),
-        frame["category"].tolist(),  # a CATEGORIES value: nothing to escape
-        _escaped(bounded_details),
-        _escaped(bounded_messages) if messages else frame["message"].tolist(),
-        frame["duration_s"].tolist(),
-        _escaped(frame["skip_entry"]),
-        _escaped(fallbacks),
-    )
-    for i, (
-        name,
-        href,
-        index,
-        outcome,
-        category,
-        detail,
-        message,
-        duration,
-        entry,
-        fallback,
-    ) in enumerate(zip(*columns, strict=True)):
-        if local:
-            cells = [f'<tr id="t{index}"><td class="test"><a href="#t{index}">{name}</a></td>']
-        elif href:
-            cells = [f'<tr><td class="test"><a href="{root}{escape(href)}">{name}</a></td>']
-        else:
-            cells = [f'<tr><td class="test">{name}</td>']
-        if others is not None:
-            was = others[i]
-            badge = bucket_of(was) if was else "none"
-            cells.append(f'<td><span class="badge {badge}">{escape(was or "absent")}</span></td>')
-        if outcome:
-            cells.append(f'<td><span class="badge {bucket_of(outcome)}">{outcome}</span></td>')
-        else:
-            cells.append("<td></td>")
-        cells.append(f"<td>{category}</td><td>{detail}")
-        if fallback:
-            cells.append(f'<div class="note">fell back: {fallback}</div>')
-        if entry:
-            cells.append(f'<div class="note">skiplist: {entry}</div>')
-        cells.append("</td>")
-        if messages:
-            text = f'<pre class="msg">{message}</pre>' if message else ""
-            cells.append(f'<td class="num">{duration:.2f}</td><td>{text}</td>')
-        cells.append("</tr>")
-        out.append("".join(cells))
-    return out
+    return pandas.Series(values, index=frame.index, dtype="str")
+
+
+def _escape_column(column: pandas.Series) -> pandas.Series:
+    """HTML-escape a whole column (quotes included) in vectorised passes."""
+    column = column.astype("str")
+    for char, entity in _ENTITIES:
+        column = column.str.replace(char, entity, regex=False)
+    return column
+
+
+_ENTITIES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;"), ("'", "&#x27;"))
+# The outcome cells are the same few strings over and over: made once.
+_OUTCOME_CELLS = {
+    name: f'<td><span class="badge {bucket_of(name)}">{name}</span></td>' for name in OUTCOMES
+} | {"": "<td></td>"}
+_OTHER_CELLS = {
+    name: f'<td><span class="badge {bucket_of(name)}">{name}</span></td>' for name in OUTCOMES
+} | {"": '<td><span class="badge none">absent</span></td>'}
 
 
 def rows_block(rows: list[str]) -> Markup:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from conformance.model import CATEGORIES, OUTCOMES, RunMeta
 from reports.counts import FAIL_OUTCOMES, SKIP_OUTCOMES, Counts, bucket_of
 from reports.loading import OP_STATUSES, OpCoverage
+from reports.tests_view import shown_column
 
 if TYPE_CHECKING:
     import numpy
@@ -45,8 +46,9 @@ PAGE_SIZE = 500
 
 def prepare(frame: pandas.DataFrame) -> pandas.DataFrame:
     """The run's records sorted by (file, test_id), with the derived columns every view
-    uses: ``bucket``, ``via_fallback``, ``slug`` (of the file), ``index`` (position in the
-    file), ``page`` and ``href`` (the test's row in its paged file listing)."""
+    uses: ``outcome_code``, ``bucket``, ``via_fallback``, ``slug`` (of the file), ``index``
+    (position in the file), ``page`` and ``href`` (the test's row in its paged file
+    listing), and the ``<name>_shown`` text of messages, details and fallback ops."""
     frame = frame.sort_values(["file", "test_id"], kind="stable").reset_index(drop=True)
     frame["outcome_code"] = _outcome_codes(frame)
     frame["bucket"] = frame["outcome"].map(bucket_of)
@@ -56,6 +58,8 @@ def prepare(frame: pandas.DataFrame) -> pandas.DataFrame:
     frame["slug"] = frame["file"].map(slugs)
     frame["index"] = frame.groupby("file", sort=False).cumcount()
     frame["page"] = frame["index"] // PAGE_SIZE
+    for name in ("message", "detail", "ops_fallback"):
+        frame[f"{name}_shown"] = shown_column(frame, name)
     frame["href"] = (
         "files/"
         + frame["slug"]
