@@ -230,7 +230,7 @@ def _update(args: argparse.Namespace) -> int:
     target = args.to or DATA_DIR / args.backend / "base.toml"
     changes = apply_plan(plan, target, prune=args.prune, today=today)
     _write_or_show(changes, write=not args.dry_run, show=args.dry_run)
-    added = sum(len(a["test_id"]) if isinstance(a["test_id"], list) else 1 for a in plan.additions)
+    added = plan.failures
     print(
         f"{added} failing test(s) added in {len(plan.additions)} entr(y/ies) to {target}; "
         f"{len(plan.passing)} entr(y/ies) with passing tests "

@@ -133,7 +133,12 @@ def render_entries(entries: Sequence[Mapping[str, Any]]) -> str:
         for key, value in entry.items():
             if value in ("", None, [], ()):
                 continue
-            table.add(key, list(value) if isinstance(value, tuple) else value)
+            if isinstance(value, (list, tuple)) and len(value) > 1:
+                array = tomlkit.array()
+                array.extend(value)
+                table.add(key, array.multiline(True))  # one test_id a line: diffs stay small
+            else:
+                table.add(key, list(value) if isinstance(value, tuple) else value)
         tables.append(table)
     document.add("skip", tables)
     return tomlkit.dumps(document)

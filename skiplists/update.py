@@ -24,6 +24,9 @@ from skiplists.skiplist import Skiplist
 __all__ = ["PassingEntry", "UpdatePlan", "apply_plan", "infer_category", "plan_update"]
 
 _FAILING = frozenset({"failed", "error", "crashed", "timeout"})
+# A group of failures this large that covers every test of its template becomes one
+# structured entry for the template rather than a list of test_ids.
+_WHOLE_TEMPLATE = 3
 
 # (pattern on the failure message, category, how to get the detail from the match)
 _RULES: tuple[tuple[re.Pattern[str], str, int | str], ...] = (
@@ -84,6 +87,7 @@ class PassingEntry:
 class UpdatePlan:
     run_id: str
     additions: list[dict[str, Any]] = field(default_factory=list)
+    failures: int = 0  # failing tests the additions cover
     passing: list[PassingEntry] = field(default_factory=list)
 
 
@@ -109,12 +113,27 @@ def plan_update(
             tier = "deselect" if category in ("crash", "timeout") else "xfail"
             key = (tier, category, detail, record["file"], record["test_class"], record["template"])
             groups[key].append(record)
+            plan.failures += 1
     review = today + dt.timedelta(days=review_days) if review_days > 0 else None
-    for (tier, category, detail, *_where), records in sorted(groups.items()):
+    per_template: dict[tuple[str, str, str], int] = defaultdict(int)
+    for identity in facts.identities:
+        per_template[(identity.file, identity.test_class, identity.template)] += 1
+    for (tier, category, detail, *where), records in sorted(groups.items()):
         test_ids = sorted({r["test_id"] for r in records})
+        file, test_class, template = where
+        selector: dict[str, Any]
+        if (
+            template
+            and len(test_ids) >= _WHOLE_TEMPLATE
+            and len(test_ids) == per_template[(file, test_class, template)]
+        ):
+            # Every test of the template failed the same way: the template is what fails.
+            selector = {"file": file, "class": test_class, "template": template}
+        else:
+            selector = {"test_id": test_ids[0] if len(test_ids) == 1 else test_ids}
         plan.additions.append(
             {
-                "test_id": test_ids[0] if len(test_ids) == 1 else test_ids,
+                **selector,
                 "tier": tier,
                 "category": category,
                 "detail": detail,

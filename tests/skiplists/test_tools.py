@@ -406,3 +406,45 @@ def _frame(records: list[ResultRecord]) -> pandas.DataFrame:
     return pandas.DataFrame.from_records(
         [r.to_dict() for r in records], columns=list(RECORD_COLUMNS)
     )
+
+
+def test_update_turns_a_wholly_failing_template_into_one_entry(tmp_path: Path) -> None:
+    from skiplists.update import plan_update
+
+    message = "NotImplementedError: emu: unsupported feature 'forward_ad'"
+    records = [
+        record(
+            f"test_grad.py::TestFwd::test_fwd_{op}_float64",
+            "failed",
+            template="test_fwd",
+            message=message,
+            category="unsupported_feature",
+            detail="forward_ad",
+        )
+        for op in ("add", "mul", "sub")
+    ]
+    facts = facts_from_frame(RunMeta(run_id="r", backend="emu"), _frame(records))
+    plan = plan_update(skiplists.Skiplist([]), facts, today=TODAY)
+    [added] = plan.additions
+    assert {k: added[k] for k in ("file", "class", "template", "category", "detail")} == {
+        "file": "test_grad.py",
+        "class": "TestFwd",
+        "template": "test_fwd",
+        "category": "unsupported_feature",
+        "detail": "forward_ad",
+    }
+    assert "test_id" not in added and plan.failures == 3
+    # One more test of the template that passes: the failures are listed one by one.
+    facts = facts_from_frame(
+        RunMeta(run_id="r", backend="emu"),
+        _frame(
+            [
+                *records,
+                record(
+                    "test_grad.py::TestFwd::test_fwd_neg_float64", "passed", template="test_fwd"
+                ),
+            ]
+        ),
+    )
+    [added] = plan_update(skiplists.Skiplist([]), facts, today=TODAY).additions
+    assert len(added["test_id"]) == 3
