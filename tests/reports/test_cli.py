@@ -139,3 +139,19 @@ def test_the_conformance_command_lists_report(
     assert (out / "hud.json").is_file()
     assert main(["report", "nope", "--runs-root", str(runs_root)]) == 2
     assert "conformance report: error: no run named 'nope'" in capsys.readouterr().err
+
+
+def test_a_run_still_going_on_and_an_empty_run_render(tmp_path: Path) -> None:
+    from conformance.model import RunMeta
+    from conformance.store import RunWriter
+    from tests.reports.conftest import small_records
+
+    live = RunWriter(tmp_path / "live", RunMeta(run_id="live", backend="emu"))
+    for result in small_records("live")[:5]:
+        live.write(result)  # JSON lines only: no Parquet until the run ends
+    assert run_report(["live", "--runs-root", str(tmp_path), "--out", str(tmp_path / "a")]) == 0
+    index = (tmp_path / "a" / "index.html").read_text()
+    assert "This run did not finish" in index and "<b>5</b> outcomes" in index
+    RunWriter(tmp_path / "empty", RunMeta(run_id="empty", backend="emu")).close()
+    assert run_report(["empty", "--runs-root", str(tmp_path), "--out", str(tmp_path / "b")]) == 0
+    assert "<b>0</b> outcomes" in (tmp_path / "b" / "index.html").read_text()
