@@ -77,7 +77,6 @@ class Skiplist:
         self._fields: list[
             tuple[Callable[[tuple[str, ...]], object], dict[object, list[SkipEntry]]]
         ] = []
-        self._field_sizes: list[int] = []
         self._patterns_by_file: dict[str, _PatternBucket] = {}
         self._patterns_any = _PatternBucket()
         self._build_indexes()
@@ -87,21 +86,23 @@ class Skiplist:
 
     def _resolve(self, entries: list[SkipEntry]) -> tuple[SkipEntry, ...]:
         by_key: dict[object, SkipEntry] = {}
-        by_test_id: dict[str, SkipEntry] = {}
         for entry in entries:
             keys = _selection_keys(entry)
             for key in keys:
                 earlier = by_key.get(key)
                 if earlier is not None and earlier.layer == entry.layer:
                     _raise_duplicate(entry, earlier)
-                if earlier is not None:
+                if earlier is not None and not self._recorded(earlier, entry):
                     self.overrides.append(Override(earlier, entry))
                 by_key[key] = entry
-            for test_id in entry.selector.test_ids:
-                by_test_id[test_id] = entry
         # An entry survives if it still owns at least one of its keys.
         alive = {id(e) for e in by_key.values()}
         return tuple(e for e in entries if id(e) in alive)
+
+    def _recorded(self, replaced: SkipEntry, by: SkipEntry) -> bool:
+        # A test_id list or a dtypes list overrides key by key: record the pair once.
+        last = self.overrides[-1] if self.overrides else None
+        return last is not None and last.replaced is replaced and last.by is by
 
     def _build_indexes(self) -> None:
         groups: dict[tuple[str, ...], dict[object, list[SkipEntry]]] = {}
