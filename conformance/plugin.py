@@ -173,11 +173,6 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"--test-timeout: expected a positive number of seconds, got {timeout_s}"
         )
-    if option.conformance_trace_ops:
-        try:
-            import op_coverage.tracing  # noqa: F401
-        except ImportError as exc:
-            raise pytest.UsageError(f"--trace-ops needs op_coverage.tracing: {exc}") from None
     skiplist = _load_skiplist(config, backend)
 
     workerinput = getattr(config, "workerinput", None)
@@ -220,12 +215,8 @@ def _load_skiplist(config: pytest.Config, backend: Any) -> Any:
         return None
     import torch
 
-    try:
-        import skiplists
-    except ImportError as exc:
-        if option.conformance_skiplists:
-            raise pytest.UsageError(f"--skiplist needs the skiplists package: {exc}") from None
-        return None
+    import skiplists
+
     paths = [Path(p) for p in option.conformance_skiplists]
     for path in paths:
         if not path.is_file():

@@ -133,9 +133,15 @@ class RunRecorder:
     # -- the end ----------------------------------------------------------------------------
 
     @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        meta = self.writer.meta
-        self.writer.close(collected=max(self.collected, meta.collected), end_time=utc_now())
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        collected = max(self.collected, self.writer.meta.collected)
+        # Complete when every collected test has a record: an interrupted session, or
+        # xdist giving up after too many crashed workers, leaves tests to resume.
+        complete = len(self.writer.recorded) >= collected and exitstatus not in (
+            pytest.ExitCode.INTERRUPTED,
+            pytest.ExitCode.INTERNAL_ERROR,
+        )
+        self.writer.close(complete=complete, collected=collected, end_time=utc_now())
 
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -144,6 +150,10 @@ class RunRecorder:
         terminalreporter.write_line(
             f"{self.written} outcomes recorded for {meta.backend} in {Path(self.run_dir)}"
         )
+        if not meta.complete:
+            terminalreporter.write_line(
+                f"the run is incomplete: finish it with --resume {self.run_dir}", yellow=True
+            )
         if meta.expected is not None and meta.collected < meta.expected:
             terminalreporter.write_line(
                 f"collected {meta.collected} tests, expected {meta.expected}", red=True

@@ -99,11 +99,12 @@ class RunWriter:
         self._jsonl.flush()
         return True
 
-    def close(self, **meta_updates: Any) -> RunMeta:
-        """End the run: consolidate the records into Parquet and finalize ``meta.json``.
+    def close(self, *, complete: bool = True, **meta_updates: Any) -> RunMeta:
+        """End the session: consolidate the records into Parquet and finalize ``meta.json``.
 
-        ``meta_updates`` sets RunMeta fields (``collected``, ``end_time``...) first; the
-        end time defaults to now.
+        ``complete`` says whether every test of the run now has its record (False for a
+        session that was interrupted: it can be resumed). ``meta_updates`` sets RunMeta
+        fields (``collected``, ``end_time``...); the end time defaults to now.
         """
         if not self._jsonl.closed:
             self._jsonl.close()
@@ -113,7 +114,7 @@ class RunWriter:
             self.meta.end_time = utc_now()
         records = list(_iter_jsonl(self.run_dir / JSONL_NAME))
         _write_parquet(self.run_dir / PARQUET_NAME, records)
-        self.meta.complete = True
+        self.meta.complete = complete
         _write_json_atomic(self.run_dir / META_NAME, self.meta.to_dict())
         return self.meta
 

@@ -19,6 +19,7 @@ controller: directly in a serial run, through ``config.workeroutput`` under xdis
 
 from __future__ import annotations
 
+import dataclasses
 import unittest
 import zlib
 from collections.abc import Generator
@@ -201,15 +202,4 @@ def _trace_ops(device_type: str) -> Any:
 
 
 def _fields(identity: TestIdentity) -> dict[str, str]:
-    return {
-        "nodeid": identity.nodeid,
-        "test_id": identity.test_id,
-        "file": identity.file,
-        "test_class": identity.test_class,
-        "template": identity.template,
-        "op": identity.op,
-        "variant": identity.variant,
-        "dtype": identity.dtype,
-        "params": identity.params,
-        "device": identity.device,
-    }
+    return dataclasses.asdict(identity)

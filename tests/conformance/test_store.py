@@ -109,3 +109,11 @@ def test_runs_are_listed_oldest_first_and_resolved_by_id_path_or_latest(tmp_path
     with pytest.raises(ConfigError, match="no run named 'zzz'"):
         resolve_run("zzz", tmp_path)
     assert new_run_id("emu").split("-")[2] == "emu"
+
+
+def test_an_interrupted_session_is_consolidated_but_not_complete(tmp_path):
+    writer = RunWriter(tmp_path / "r1", RunMeta(run_id="r1"))
+    writer.write(record("a"))
+    writer.close(complete=False, collected=3)
+    meta, frame = read_run(tmp_path / "r1")
+    assert (meta.complete, meta.collected, len(frame)) == (False, 3, 1)
