@@ -110,13 +110,19 @@ class _Writer:
         other: pandas.Series | None = None,
         other_label: str = "",
         intro: str = "",
+        rendered: list[str] | None = None,
     ) -> int:
         """List the tests of ``rows`` on pages ``<prefix>-<k>.html`` of PAGE_SIZE; returns
-        the number of pages. ``other`` (by test_id) fills a column named ``other_label``."""
+        the number of pages. ``other`` (by test_id) fills a column named ``other_label``;
+        ``rendered`` gives the rows already formatted by rows_html."""
         pages = max(1, -(-len(rows) // PAGE_SIZE))
         name = prefix.rsplit("/", 1)[-1]
         root = "../" * prefix.count("/")
-        html_rows = rows_html(rows, root=root, local=local, messages=messages, other=other)
+        html_rows = (
+            rendered
+            if rendered is not None
+            else rows_html(rows, root=root, local=local, messages=messages, other=other)
+        )
         for k in range(pages):
             suffix = f" (page {k + 1} of {pages})" if pages > 1 else ""
             self.page(
@@ -261,6 +267,15 @@ def _write_ops(w: _Writer, model: ReportModel) -> None:
             (template, Markup("".join(grid_cell_html(cells.get(d)) for d in dtypes)))
             for template, cells in row.grid
         ]
+        # The op's tests are listed on pages of their own, so the grid page stays light.
+        tests = positions[row.op]
+        pages = w.paged(
+            f"ops/{row.slug}.tests",
+            f"Tests of operator {row.op}",
+            op_frame.iloc[tests],
+            rendered=[op_rows[i] for i in tests],
+            intro=f"Every test of operator {row.op}; each links to its row on its file page.",
+        )
         w.page(
             "op.html.j2",
             f"ops/{row.slug}.html",
@@ -268,7 +283,7 @@ def _write_ops(w: _Writer, model: ReportModel) -> None:
             op=row,
             dtypes=dtypes,
             grid=grid,
-            rows=rows_block([op_rows[i] for i in positions[row.op]]),
+            test_pages=pages,
         )
     if model.coverage:
         statuses = sorted(
