@@ -143,3 +143,18 @@ def write_run(path, outcomes, *, complete=True, collected=None, expected=None):
 def test_the_exit_code_says_whether_every_outcome_was_expected(tmp_path, outcomes, options, code):
     write_run(tmp_path / "r", outcomes, **options)
     assert run_cli.judge(tmp_path / "r") == code
+
+
+def test_upstream_fetches_the_tag_and_runs_the_curated_files(upstream, monkeypatch):
+    import conformance.fetch
+
+    fetched = []
+    monkeypatch.setattr(
+        conformance.fetch, "fetch_tests", lambda tag: fetched.append(tag) or upstream
+    )
+    monkeypatch.setattr(conformance.fetch, "torch_tag", lambda: "v2.13.0")
+    selection = run_cli.select_tests(parse("--device", "cpu", "--upstream", "--files", "test_ops"))
+    assert fetched == ["v2.13.0"] and selection.suite == "upstream:v2.13.0"
+    assert selection.paths == [upstream / "test_ops.py"]
+    run_cli.select_tests(parse("--device", "cpu", "--upstream", "v2.12.0"))
+    assert fetched[-1] == "v2.12.0"
