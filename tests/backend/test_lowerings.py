@@ -142,3 +142,17 @@ def test_cpu_fallback_switch_and_counters(no_fallback):
         torch.special.zeta(x, x)
     with pytest.raises(TypeError, match="expected a bool"):
         torch_emu.set_cpu_fallback(1)
+
+
+def test_tensors_from_two_devices_are_rejected_like_cuda():
+    a = torch.ones(3, device="emu:0")
+    same_device = "Expected all tensors to be on the same device, but found at least two devices"
+    with pytest.raises(RuntimeError, match=f"{same_device}, emu:0 and emu:1!"):
+        a + torch.ones(3, device="emu:1")
+    with pytest.raises(RuntimeError, match=f"{same_device}, emu:0 and cpu!"):
+        a * torch.ones(3)
+    with pytest.raises(RuntimeError, match=f"{same_device}, emu:0 and cpu!"):
+        torch.sin(a, out=torch.empty(3))  # a hand-written lowering checks too
+    # 0-dim CPU tensors act as scalars, and CPU index tensors are accepted, as on CUDA.
+    assert (a + torch.tensor(2.0)).cpu().tolist() == [3.0] * 3
+    assert a[torch.tensor([0, 2])].cpu().tolist() == [1.0, 1.0]

@@ -564,19 +564,32 @@ class DerivedKernel final : public c10::OperatorKernel {
     auto args = torch::jit::pop(*stack, num_args);
     std::vector<c10::IValue> originals = args;  // shallow: IValues share the tensors
     c10::DeviceIndex device = -1;
-    auto alias_of = [&](const at::Tensor& t) -> at::Tensor {
-      if (!t.defined() || t.device().type() != kEmu) return t;
-      if (device < 0) device = t.device().index();
+    // Like CUDA, an op takes tensors from one device only; CPU tensors are
+    // accepted as 0-dim scalars and, inside index lists, as indices.
+    bool host_tensor = false;
+    auto alias_of = [&](const at::Tensor& t, bool host_ok) -> at::Tensor {
+      if (!t.defined()) return t;
+      if (t.device().type() != kEmu) {
+        if (t.dim() > 0 && !host_ok) host_tensor = true;
+        return t;
+      }
+      if (device < 0) {
+        device = t.device().index();
+      } else {
+        TORCH_CHECK(t.device().index() == device,
+                    "Expected all tensors to be on the same device, but found at least two "
+                    "devices, emu:", static_cast<int>(device), " and ", t.device(), "!");
+      }
       return cpu_alias(t);
     };
     for (auto& v : args) {
       if (v.isTensor()) {
-        v = alias_of(v.toTensor());
+        v = alias_of(v.toTensor(), false);
       } else if (v.isTensorList()) {
         auto list = v.toTensorList();
         c10::List<at::Tensor> aliased;
         aliased.reserve(list.size());
-        for (const at::Tensor& t : list) aliased.push_back(alias_of(t));
+        for (const at::Tensor& t : list) aliased.push_back(alias_of(t, false));
         v = aliased;
       } else if (v.isList()) {
         auto list = v.toList();
@@ -584,7 +597,7 @@ class DerivedKernel final : public c10::OperatorKernel {
           c10::List<std::optional<at::Tensor>> aliased;
           for (const c10::IValue& item : list) {
             if (item.isTensor()) {
-              aliased.push_back(alias_of(item.toTensor()));
+              aliased.push_back(alias_of(item.toTensor(), true));
             } else {
               aliased.push_back(std::nullopt);
             }
@@ -593,6 +606,9 @@ class DerivedKernel final : public c10::OperatorKernel {
         }
       }
     }
+    TORCH_CHECK(!host_tensor || device < 0,
+                "Expected all tensors to be on the same device, but found at least two "
+                "devices, emu:", static_cast<int>(device), " and cpu!");
     if (device < 0) device = tls_current_device;
     c10::DeviceGuard guard(c10::Device(kEmu, device));
 

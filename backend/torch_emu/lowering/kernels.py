@@ -94,6 +94,7 @@ def _alias_args(plan: _Plan, args: tuple, kwargs: dict) -> tuple[list, dict, int
     if positions or names:
         first = args[positions[0]] if positions else kwargs[names[0]]
         device = first.device.index
+        _check_one_device(device, args, kwargs, plan)
         aliases = _aliases([args[i] for i in positions] + [kwargs[n] for n in names])
         for i, alias in zip(positions, aliases[: len(positions)], strict=True):
             new_args[i] = alias
@@ -110,6 +111,22 @@ def _alias_args(plan: _Plan, args: tuple, kwargs: dict) -> tuple[list, dict, int
             it = iter(_aliases(emu))
             new_args[i] = [t if t is None or t.is_cpu else next(it) for t in items]
     return new_args, kwargs, device
+
+
+def _check_one_device(device: int, args: tuple, kwargs: dict, plan: _Plan) -> None:
+    """Like CUDA (and the core's derived kernel): tensors from one device only, except
+    0-dim CPU tensors, which act as scalars."""
+    tensors = [args[i] for i in plan.tensor_positions if i < len(args)]
+    tensors += [kwargs.get(n) for n in plan.tensor_names]
+    for t in tensors:
+        if isinstance(t, _Tensor) and (
+            (t.is_cpu and t.dim() > 0) or (not t.is_cpu and t.device.index != device)
+        ):
+            other = "cpu" if t.is_cpu else str(t.device)
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two "
+                f"devices, emu:{device} and {other}!"
+            )
 
 
 def on_device(value: Any, device: int) -> Any:
