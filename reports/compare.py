@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from conformance.model import RunMeta
+from conformance.model import OUTCOMES, RunMeta
 from reports.counts import Counts, bucket_of
 from reports.tests_view import LIST_COLUMNS
 
@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     import pandas
 
 __all__ = ["DIFF_KINDS", "BaselineView", "DiffKind", "DiffView", "build_baseline", "build_diff"]
+
+
+_BUCKETS = {name: bucket_of(name) for name in OUTCOMES}
 
 
 def _totals(frame: pandas.DataFrame) -> Counts:
@@ -43,7 +46,7 @@ def build_baseline(
     """Join a prepared run with a baseline run by test_id."""
     outcomes = baseline.set_index("test_id")["outcome"]
     there = frame["test_id"].map(outcomes)
-    there_bucket = there.map(bucket_of, na_action="ignore")
+    there_bucket = there.map(_BUCKETS)
     backend_only = frame.loc[(frame["bucket"] == "failed") & (there_bucket == "passed")]
     categories = backend_only["category"].replace("", "other").value_counts()
     return BaselineView(
@@ -110,15 +113,19 @@ class DiffView:
 def build_diff(frame: pandas.DataFrame, before_meta: RunMeta, before: pandas.DataFrame) -> DiffView:
     """Compare a prepared run with an earlier run by test_id. Upstream churn (tests that
     exist in only one run) is kept apart from changes of tests both runs recorded."""
+    import pandas
+
     earlier = before.set_index("test_id")["outcome"]
     was = frame["test_id"].map(earlier)
-    was_bucket = was.map(bucket_of, na_action="ignore")
+    was_bucket = was.map(_BUCKETS)
     kinds = []
     for key, title, description in DIFF_KINDS:
         if key == "added":
             rows = frame.loc[was.isna(), list(LIST_COLUMNS)]
         elif key == "removed":
-            rows = _removed_rows(before.loc[~before["test_id"].isin(frame["test_id"])])
+            # A hashed lookup: Series.isin over 150K Arrow strings is seconds slower.
+            gone = pandas.Index(frame["test_id"]).get_indexer(before["test_id"]) == -1
+            rows = _removed_rows(before.loc[gone])
         else:
             from_buckets, to_buckets = _TRANSITIONS[key]
             chosen = was_bucket.isin(from_buckets) & frame["bucket"].isin(to_buckets)
