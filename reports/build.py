@@ -102,7 +102,14 @@ def build_model(
     meta, frame = load_run(run_dir)
     baseline = load_run(baseline_dir) if baseline_dir else None
     before = load_run(compare_dir) if compare_dir else None
-    trends = build_trends(history_root, backend=meta.backend or None) if history_root else None
+    loaded = {Path(run_dir).resolve(): (meta, frame)}
+    if before is not None:
+        loaded[Path(compare_dir).resolve()] = before  # type: ignore[arg-type]
+    trends = (
+        build_trends(history_root, backend=meta.backend or None, loaded=loaded)
+        if history_root
+        else None
+    )
     return model_from_frame(
         meta,
         frame,

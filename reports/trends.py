@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from conformance.model import CATEGORIES
+from conformance.model import CATEGORIES, RunMeta
 from reports.counts import SKIP_OUTCOMES, Counts
 from reports.loading import load_run, run_dirs
 
 if TYPE_CHECKING:
     import numpy
+    import pandas
 
 __all__ = ["TrendPoint", "Trends", "build_trends"]
 
@@ -88,13 +89,24 @@ def _churn(point: TrendPoint, previous: TrendPoint | None) -> tuple[int, int]:
     return added, removed
 
 
-def build_trends(runs_root: str | Path, *, backend: str | None = None) -> Trends:
+def build_trends(
+    runs_root: str | Path,
+    *,
+    backend: str | None = None,
+    loaded: dict[Path, tuple[RunMeta, pandas.DataFrame]] | None = None,
+) -> Trends:
     """Trend points for every run under ``runs_root`` (only ``backend``'s runs, when
-    given, so a CPU baseline stored beside the backend's runs is not mixed in)."""
+    given, so a CPU baseline stored beside the backend's runs is not mixed in).
+    ``loaded`` maps resolved run folders already read (the report's own run, the run it is
+    compared with) to their contents, so they are not read twice."""
+    loaded = loaded or {}
     points: list[TrendPoint] = []
     for run_dir in run_dirs(runs_root):
-        # Only the columns a trend point needs: a root may hold many large runs.
-        meta, frame = load_run(run_dir, columns=["ops_fallback"])
+        if run_dir.resolve() in loaded:
+            meta, frame = loaded[run_dir.resolve()]
+        else:
+            # Only the columns a trend point needs: a root may hold many large runs.
+            meta, frame = load_run(run_dir, columns=["ops_fallback"])
         if backend is not None and meta.backend and meta.backend != backend:
             continue
         skipped = frame.loc[frame["outcome"].isin(SKIP_OUTCOMES), "category"]
