@@ -9,6 +9,9 @@ doing a little real work on the CPU) in fresh pytest processes, side by side:
    wall time (target: at most 5%);
 2. the plugin with ``-n 1`` against ``-n 2`` (target: at least 1.7x faster on 2 cores).
 
+First it prints what the recording side costs per test in-process (merging the three
+reports, writing the line, arming the watchdog), which no machine load distorts much.
+
 Wall times include interpreter and torch start-up, which every real run pays too.
 
     python bench/plugin_overhead.py [--templates 60] [--matmuls 40] [--repeat 3]
@@ -83,6 +86,50 @@ def timed(command: list[str], cwd: Path) -> tuple[float, float]:
     return wall, cpu
 
 
+def bookkeeping_per_test(folder: Path, tests: int = 5000) -> float:
+    """Seconds per test the recording side spends, measured in this process on synthetic
+    reports (three phases each, identity attached), with the watchdog armed around each."""
+    from types import SimpleNamespace
+
+    from conformance.classify import classify_failure, classify_skip
+    from conformance.identity import parse_nodeid
+    from conformance.model import RunMeta
+    from conformance.outcome import OutcomeMerger
+    from conformance.store import RunWriter
+    from conformance.watchdog import Watchdog
+
+    merger = OutcomeMerger(
+        run_id="micro", device="cpu", shard="",
+        identity_of=lambda nodeid: parse_nodeid(nodeid, ("cpu",)),
+        classify_failure=classify_failure, classify_skip=classify_skip,
+    )  # fmt: skip
+    writer = RunWriter(folder / "micro", RunMeta(run_id="micro", backend="cpu"))
+    watchdog = Watchdog(600, lambda nodeid: None)
+    reports = []
+    for index in range(tests):
+        nodeid = f"test_bench.py::TestBenchCPU::test_work_{index}_cpu_float32"
+        identity = {"nodeid": nodeid, "test_id": nodeid.replace("CPU", "").replace("_cpu", ""),
+                    "file": "test_bench.py", "test_class": "TestBench",
+                    "template": f"test_work_{index}", "dtype": "float32"}  # fmt: skip
+        reports.append([
+            SimpleNamespace(nodeid=nodeid, when=when, outcome="passed", passed=True, failed=False,
+                            skipped=False, longrepr=None, duration=0.01,
+                            user_properties=[("test_identity", identity)])
+            for when in ("setup", "call", "teardown")
+        ])  # fmt: skip
+    start = time.perf_counter()
+    for phases in reports:
+        watchdog.start(phases[0].nodeid)
+        for phase in phases:
+            record = merger.add(phase)
+            if record is not None:
+                writer.write(record)
+        watchdog.stop()
+    per_test = (time.perf_counter() - start) / tests
+    writer.close()  # once per run, not per test
+    return per_test
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--templates", type=int, default=60, help="test templates (x2 dtypes)")
@@ -102,6 +149,8 @@ def main() -> None:
         def plugin(*extra: str) -> list[str]:
             return [*base, "--device", "cpu", "--run-dir", f"runs/r{next(counter)}", *extra]
 
+        cost = bookkeeping_per_test(folder)
+        report(f"recording cost per test, in process: {cost * 1e6:.0f} us")
         report(f"selection: {tests} tests; {options.repeat} pairs per comparison")
         wall_ratios, cpu_ratios = [], []
         for pair in range(options.repeat):
