@@ -20,6 +20,7 @@ __all__ = ["build_parser", "main"]
 #: Modules that contribute subcommands, in the order their commands are listed.
 PART_MODULES = (
     "conformance.run_cli",
+    "conformance.merge",
     "conformance.embedded.cli",
     "skiplists.cli",
     "op_coverage.cli",
