@@ -285,7 +285,11 @@ def _explain(args: argparse.Namespace) -> int:
         return 0
     for position, entry in enumerate(hits):
         verdict = "APPLIES" if position == 0 else "outranked"
-        print(f"{verdict}: {entry.where}  [{entry.selector.kind}] {entry.selector.describe()}")
+        ids = entry.selector.test_ids
+        shown = (
+            f"{identity.test_id} (one of {len(ids)})" if len(ids) > 1 else entry.selector.describe()
+        )
+        print(f"{verdict}: {entry.where}  [{entry.selector.kind}] {shown}")
         print(
             f"    tier={entry.tier} category={entry.category}"
             + (f" detail={entry.detail}" if entry.detail else "")
