@@ -388,5 +388,6 @@ def _copy_static(out_dir: Path) -> None:
     target = out_dir / "static"
     target.mkdir(parents=True, exist_ok=True)
     for entry in sorted((_PACKAGE / "static").iterdir()):
-        if entry.is_file():
+        # The folder is a package (so wheels carry its files): copy the assets only.
+        if entry.is_file() and entry.suffix in (".css", ".js"):
             (target / entry.name).write_bytes(entry.read_bytes())

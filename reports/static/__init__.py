@@ -1,0 +1,1 @@
+"""Styles and scripts copied next to every HTML report (package data)."""
