@@ -383,13 +383,6 @@ at::Tensor to_device(const at::Tensor& src, int64_t index) {
   return dst;
 }
 
-std::vector<at::Tensor> to_device_list(at::TensorList ts, int64_t index) {
-  std::vector<at::Tensor> out;
-  out.reserve(ts.size());
-  for (const auto& t : ts) out.push_back(to_device(t, index));
-  return out;
-}
-
 // --------------------------------------------------------- native kernels --
 
 // The names and lines of the kernels registered below, so that the Python
@@ -826,7 +819,6 @@ int64_t initial_seed(int64_t index) {
 TORCH_LIBRARY(emu, m) {
   m.def("cpu_aliases(Tensor[] tensors) -> Tensor[]", TORCH_FN(cpu_aliases));
   m.def("to_device(Tensor src, int index) -> Tensor", TORCH_FN(to_device));
-  m.def("to_device_list(Tensor[] srcs, int index) -> Tensor[]", TORCH_FN(to_device_list));
   m.def("native_kernels() -> (str[], int[])", TORCH_FN(native_kernels));
   m.def("device_count() -> int", TORCH_FN(op_device_count));
   m.def("current_device() -> int", TORCH_FN(op_current_device));

@@ -1,4 +1,9 @@
-"""Kernels derived from an op's schema: run the CPU kernel on zero-copy CPU aliases.
+"""Kernels derived from an op's schema, in Python: run the CPU kernel on CPU aliases.
+
+This is the Python twin of the core's ``DerivedKernel`` (csrc/emu_core.cpp), which
+runs every plain ``lower(...)`` declaration.  The Python version serves the
+lowerings that need Python around the same steps: hand-written kernels that
+delegate to it, and lowerings with the planted bugs' ``pre``/``post`` hooks.
 
 emu memory is host memory, so an emu tensor can be viewed as a CPU tensor
 without copying (``torch.ops.emu.cpu_aliases``).  A derived kernel swaps every
@@ -13,7 +18,8 @@ emu tensor argument for its alias and calls the CPU kernel, then:
   made resizable through the CPU allocator, and the emu tensor follows;
 - a ``Generator`` argument (or the device's default generator when none is
   given) is swapped for a CPU generator carrying the same state, and the
-  advanced state is written back, so draws come from the emu generator.
+  advanced state is written back, so draws come from the emu generator;
+- tensors from two devices are rejected as on CUDA (0-dim CPU tensors are scalars).
 """
 
 from __future__ import annotations
