@@ -14,7 +14,10 @@ reports, writing the line, arming the watchdog), which no machine load distorts 
 
 Wall times include interpreter and torch start-up, which every real run pays too.
 
-    python bench/plugin_overhead.py [--templates 60] [--matmuls 40] [--repeat 3]
+    python bench/plugin_overhead.py [--templates 100] [--matmuls 100] [--size 192] [--repeat 2]
+
+The selection must be long next to start-up (each worker imports torch), or the
+speed-up measures start-up instead of the run.
 """
 
 from __future__ import annotations
@@ -36,10 +39,11 @@ from torch.testing._internal.common_device_type import dtypes, instantiate_devic
 from torch.testing._internal.common_utils import TestCase
 
 MATMULS = {matmuls}
+SIZE = {size}
 
 
 def _work(device, dtype):
-    a = torch.randn(96, 96, device=device, dtype=dtype)
+    a = torch.randn(SIZE, SIZE, device=device, dtype=dtype) / SIZE
     for _ in range(MATMULS):
         a = torch.tanh(a @ a)
     return a.sum().item()
@@ -72,7 +76,8 @@ def report(line: str) -> None:
 
 def timed(command: list[str], cwd: Path) -> tuple[float, float]:
     """Wall seconds and CPU seconds (user + system, the process and its workers) of a run."""
-    env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR="cpu")
+    # One intra-op thread per process, so that two workers do not fight over the cores.
+    env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR="cpu", OMP_NUM_THREADS="1")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
@@ -132,15 +137,20 @@ def bookkeeping_per_test(folder: Path, tests: int = 5000) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--templates", type=int, default=60, help="test templates (x2 dtypes)")
-    parser.add_argument("--matmuls", type=int, default=40, help="work per test")
-    parser.add_argument("--repeat", type=int, default=3, help="pairs of runs per comparison")
+    parser.add_argument("--templates", type=int, default=100, help="test templates (x2 dtypes)")
+    parser.add_argument("--matmuls", type=int, default=100, help="work per test: matrix products")
+    parser.add_argument("--size", type=int, default=192, help="work per test: matrix size")
+    parser.add_argument("--repeat", type=int, default=2, help="pairs of runs per comparison")
     options = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="conformance-bench-") as tmp:
         folder = Path(tmp)
         (folder / "test_bench.py").write_text(
-            textwrap.dedent(SUITE.format(templates=options.templates, matmuls=options.matmuls))
+            textwrap.dedent(
+                SUITE.format(
+                    templates=options.templates, matmuls=options.matmuls, size=options.size
+                )
+            )
         )
         tests = options.templates * 2
         base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_bench.py"]
