@@ -62,6 +62,12 @@ def _register_backend() -> None:
     torch.utils.rename_privateuse1_backend("emu")
     torch._register_device_module("emu", _device)
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+    # Without a kernel on the Autocast key, every op under torch.autocast("emu") would
+    # fail; emu has no mixed-precision policy, so autocast passes ops through unchanged.
+    _autocast_library.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+
+
+_autocast_library = torch.library.Library("_", "IMPL")
 
 
 _register_backend()
