@@ -135,3 +135,38 @@ def test_synthetic_run_has_the_realistic_mix() -> None:
 def test_model_from_frame_accepts_an_in_memory_run() -> None:
     model = model_from_frame(small_meta(), frame_of(small_records()), generated="T")
     assert model.generated == "T" and model.summary.totals.total == 12
+
+
+def test_opinfo_names_find_their_aten_overloads() -> None:
+    from reports.loading import OpCoverage, OpStatus
+
+    coverage = OpCoverage(
+        ops={
+            name: OpStatus(op=name, status=status)
+            for name, status in (
+                ("aten::div.Tensor", "native"),
+                ("aten::linalg_norm", "missing"),
+                ("aten::conv2d", "composite"),
+                ("aten::norm.Scalar", "native"),
+            )
+        }
+    )
+    records = [
+        record(f"test_ops.py::TestCommon::test_out_{op}_float32", "passed", op=op, dtype="float32")
+        for op in ("div.no_rounding_mode", "linalg.norm", "nn.functional.conv2d", "erf")
+    ]
+    model = model_from_frame(small_meta(), frame_of(records), coverage=coverage)
+    assert {row.op: row.status for row in model.ops} == {
+        "div.no_rounding_mode": "native",
+        "linalg.norm": "missing",
+        "nn.functional.conv2d": "composite",
+        "erf": "",
+    }
+
+
+def test_a_failure_the_run_left_unclassified_counts_as_other() -> None:
+    records = [record("a.py::C::t1", "xpassed"), record("a.py::C::t2", "passed")]
+    model = model_from_frame(small_meta(), frame_of(records))
+    assert dict(model.summary.failed_by_category) == {"other": 1}
+    assert [(row.category, row.counts.n_failed) for row in model.categories] == [("other", 1)]
+    assert [g.category for g in model.failure_groups] == ["other"]
