@@ -73,3 +73,16 @@ def test_dropout_draws_from_the_emu_generator():
     cpu_state = torch.get_rng_state()
     torch.nn.functional.dropout(x, 0.5)
     assert torch.equal(torch.get_rng_state(), cpu_state)
+
+
+def test_random_out_variants_and_samplers_use_the_generator():
+    draws = []
+    for _ in range(2):
+        gen = torch.Generator(device="emu").manual_seed(21)
+        out = torch.empty(0, device="emu")
+        torch.normal(0.0, 1.0, (6,), generator=gen, out=out)  # out= resized from empty
+        picks = torch.multinomial(torch.ones(10, device="emu"), 4, generator=gen)
+        ints = torch.empty(5, dtype=torch.int64, device="emu").random_(0, 50, generator=gen)
+        draws.append(torch.cat([out, picks.float(), ints.float()]).cpu())
+    assert draws[0].shape == (15,)
+    assert torch.equal(draws[0], draws[1])
