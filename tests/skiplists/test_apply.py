@@ -6,6 +6,8 @@ import textwrap
 
 import pytest
 
+from conformance.store import read_run
+
 # The test project applies the skiplist the way the conformance plugin does: identities
 # from parse_nodeid, one apply_to_items call, deselected items removed and reported.
 # Identities come from a small parser below (LIGHT_PARSER), not conformance.identity: that
@@ -163,8 +165,6 @@ def test_xfail_tier_is_strict_so_a_fix_shows_up(pytester: pytest.Pytester) -> No
 def test_through_the_conformance_plugin_every_record_names_its_entry(
     pytester: pytest.Pytester,
 ) -> None:
-    from conformance.store import read_run
-
     pytester.makepyfile(
         test_math=UPSTREAM.replace("PRIVATEUSE1", "CPU")
         .replace("EMU", "CPU")
@@ -352,25 +352,24 @@ def test_items_without_identity_are_left_alone(pytester: pytest.Pytester) -> Non
 
 
 @pytest.mark.slow  # collects and runs in subprocesses that import torch
-def test_sweep_proposes_removing_entries_whose_tests_pass(
-    pytester: pytest.Pytester, capsys
-) -> None:
+def test_sweep_proposes_removing_entries_whose_tests_pass(tmp_path, monkeypatch, capsys) -> None:
+    # Not a pytester test: the sweep imports torch in this process, and pytester would drop
+    # those modules afterwards (torch cannot be imported twice).
     from tests.skiplists.test_tools import cli
 
-    pytester.makepyfile(
-        test_math=UPSTREAM.replace("PRIVATEUSE1", "CPU")
-        .replace("EMU", "CPU")
-        .replace("_emu", "_cpu")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "test_math.py").write_text(
+        UPSTREAM.replace("PRIVATEUSE1", "CPU").replace("EMU", "CPU").replace("_emu", "_cpu")
     )
-    path = pytester.makefile(
-        ".toml",
-        skiplist="\n".join(
+    path = tmp_path / "skiplist.toml"
+    path.write_text(
+        "\n".join(
             [
                 entry('test_id = "test_math.py::TestMath::test_mul_float32"', "xfail"),
                 entry('test_id = "test_math.py::TestMath::test_add_float32"', "xfail"),
                 entry('test_id = "test_math.py::TestShapes::test_view"', "deselect", "crash"),
             ]
-        ),
+        )
     )
     before = path.read_text()
     code = cli(
@@ -382,7 +381,7 @@ def test_sweep_proposes_removing_entries_whose_tests_pass(
         "--tests",
         "test_math.py",
         "--rootdir",
-        pytester.path,
+        tmp_path,
     )
     out = capsys.readouterr().out
     assert code == 0, out
