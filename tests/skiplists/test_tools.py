@@ -358,6 +358,7 @@ def test_disabled_json_round_trip(files: tuple[Path, Path], tmp_path: Path, caps
     )
 
 
+@pytest.mark.slow  # imports torch's common_device_type
 def test_test_configs_produce_and_consume(tmp_path: Path) -> None:
     from torch.testing._internal.common_device_type import DeviceTypeTestBase
 
