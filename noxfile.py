@@ -65,9 +65,17 @@ def lint(session: nox.Session) -> None:
 def conformance(session: nox.Session) -> None:
     """The main job: emu against the embedded suite's smoke selection, then the HTML report."""
     install_stack(session)
-    args = session.posargs or ["--device", "emu", "--suite", "embedded:smoke", "-n", "2"]
+    args = session.posargs or [
+        "--device", "emu", "--suite", "embedded:smoke", "-n", "2", "--trace-ops",
+    ]  # fmt: skip
+    # Exit 1 means unexpected outcomes: the report is what shows them.
     session.run("conformance", "run", "--runs-root", str(RUNS), *args, success_codes=[0, 1])
-    session.run("conformance", "report", str(RUNS / "latest"), "--out", str(REPORT))
+    latest = str(RUNS / "latest")
+    session.run("conformance", "ops", "snapshot", latest)
+    session.run("conformance", "ops", "triage", latest, "--top", "10")
+    session.run(
+        "conformance", "report", latest, "--out", str(REPORT), "--history", str(RUNS)
+    )  # fmt: skip
     session.log(f"report: {REPORT / 'index.html'}")
 
 
