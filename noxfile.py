@@ -26,10 +26,10 @@ REPORT = ROOT / "report"
 def _backend_digest() -> str:
     digest = hashlib.sha256()
     for path in sorted(BACKEND.rglob("*")):
-        if path.is_file() and "build" not in path.parts and "__pycache__" not in path.parts:
-            if path.suffix in {".py", ".cpp", ".h", ".toml", ".cfg"}:
-                digest.update(str(path.relative_to(BACKEND)).encode())
-                digest.update(path.read_bytes())
+        skipped = {"build", "__pycache__"}.intersection(path.relative_to(BACKEND).parts)
+        if path.is_file() and not skipped and path.suffix in {".py", ".cpp", ".h", ".toml"}:
+            digest.update(str(path.relative_to(BACKEND)).encode())
+            digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
