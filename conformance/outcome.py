@@ -65,7 +65,16 @@ def report_message(report: Any) -> str:
         text = longrepr.reprcrash.message
     else:
         text = str(longrepr)
-    return truncate(text)
+    return truncate(_without_dispatch_table(text))
+
+
+def _without_dispatch_table(text: str) -> str:
+    # The dispatcher's "Could not run" error ends with a table of every kernel registered
+    # for the op, which differs between processes (whatever else they imported) and runs
+    # to kilobytes: the first paragraph says what is missing.
+    if "Could not run '" in text and "\n\n" in text:
+        return text.split("\n\n", 1)[0]
+    return text
 
 
 def truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:

@@ -244,3 +244,12 @@ def test_long_messages_are_truncated():
     text = "E" * 5000
     msg = report_message(report(outcome="failed", longrepr=crash_text(text)))
     assert len(msg) == 2000 and msg.endswith("[truncated]")
+
+
+def test_the_dispatcher_table_is_left_out_of_missing_kernel_messages():
+    text = (
+        "NotImplementedError: Could not run 'aten::cumsum.out' with arguments from the 'emu' "
+        "backend. ... available for these backends: [CPU, Meta].\n\nCPU: registered at x.cpp:1\n"
+    )
+    msg = report_message(report(outcome="failed", longrepr=crash_text(text)))
+    assert msg.endswith("[CPU, Meta].") and "registered at" not in msg

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pandas  # noqa: F401  (loaded before in-process runs, whose module snapshot would drop it)
+import pandas  # (loaded before in-process runs, whose module snapshot would drop it)
 import pyarrow.parquet  # noqa: F401
 import pytest
 import torch  # noqa: F401
@@ -124,26 +124,37 @@ def pytest_conformance_record(record, config):
 """
 
 
-def test_a_serial_run_records_every_outcome_field_by_field(pytester: pytest.Pytester):
+#: The serial run's records, kept for the xdist test when both run in one process.
+_serial_records: list = []
+
+
+def serial_run(pytester: pytest.Pytester):
+    """Run test_fixture_ops.py serially, in process; return (meta, frame)."""
     setup_files(pytester, "test_fixture_ops.py")
     pytester.makeconftest(RECORD_HOOK)
     result = pytester.runpytest_inprocess(
-        "--device",
-        "cpu",
-        "--run-dir",
-        "run",
-        "--skiplist",
-        "skip.toml",
-        "-p",
-        "no:cacheprovider",
-        "--tb=line",
-    )
+        "test_fixture_ops.py", "--device", "cpu", "--run-dir", "run", "--skiplist", "skip.toml",
+        "-p", "no:cacheprovider", "--tb=line",
+    )  # fmt: skip
     result.assert_outcomes(passed=6, failed=1, skipped=2, xfailed=2, deselected=1)
     meta, frame = read_run(pytester.path / "run")
+    _serial_records[:] = [comparable(frame)]
+    return meta, frame
+
+
+def comparable(frame):
+    """The records without what may differ between two runs of the same tests."""
+    kept = frame.drop(columns=["run_id", "worker", "duration_s"])
+    kept["skip_entry"] = kept["skip_entry"].map(lambda where: Path(where).name)
+    return kept.sort_values("nodeid").reset_index(drop=True)
+
+
+def test_a_serial_run_records_every_outcome_field_by_field(pytester: pytest.Pytester):
+    meta, frame = serial_run(pytester)
     assert outcomes(frame) == EXPECTED
     check_common_fields(frame, meta, pytester.path / "run")
     assert set(frame["worker"]) == {""}
-    assert meta.suite == f"tests:{pytester.path}"
+    assert meta.suite == "tests:test_fixture_ops.py"
     assert (pytester.path / "runs").exists() is False  # --run-dir wins over --runs-root
     # the record hook saw every record, in the order written
     assert (pytester.path / "seen.txt").read_text().split() == list(frame["nodeid"])
@@ -178,6 +189,12 @@ def test_xdist_run_survives_a_segfault_and_a_hang_and_records_the_same(pytester:
     assert "crashed while running" in rows.loc[CRASH + "test_b_segfault"].message
     assert rows.loc[CRASH + "test_c_hang"].message == "timed out after 4 s"
     assert (pytester.path / "runs" / "latest").resolve().name == "par"
+
+    # the same tests run serially give the same records, field by field
+    if not _serial_records:
+        serial_run(pytester)
+    ops_rows = frame[frame["file"] == "test_fixture_ops.py"]
+    pandas.testing.assert_frame_equal(comparable(ops_rows), _serial_records[0])
 
 
 KILLED_ONCE = """
