@@ -27,9 +27,11 @@ __all__ = [
     "build_failure_groups",
     "escape",
     "grid_cell_html",
+    "join_columns",
     "rows_block",
     "rows_html",
     "search_records",
+    "shown_column",
 ]
 
 
@@ -142,7 +144,7 @@ def rows_html(
             "</td>",
         ]
     parts.append("</tr>")
-    return _join(parts, len(frame))
+    return join_columns(parts, len(frame))
 
 
 def shown_column(frame: pandas.DataFrame, name: str) -> pandas.Series:
@@ -177,7 +179,7 @@ def _wrap(before: str, column: pandas.Series, after: str) -> pandas.Series:
     return (before + column + after).where(column != "", "")
 
 
-def _join(parts: list[object], length: int) -> list[str]:
+def join_columns(parts: list[object], length: int) -> list[str]:
     """Concatenate columns and constants row by row, in one Arrow pass."""
     import pyarrow
     import pyarrow.compute
