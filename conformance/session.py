@@ -144,6 +144,13 @@ class RunRecorder:
         self.writer.close(complete=complete, collected=collected, end_time=utc_now())
 
     @pytest.hookimpl
+    def pytest_report_header(self) -> str:
+        meta = self.writer.meta
+        version = f" {meta.backend_version}" if meta.backend_version else ""
+        resumed = f", resuming after {self.resume_count} records" if self.resume_count else ""
+        return f"conformance: {meta.backend}{version}, run {self.run_dir}{resumed}"
+
+    @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         meta = self.writer.meta
         terminalreporter.write_sep("-", "conformance")
