@@ -93,9 +93,13 @@ class RunRecorder:
                 )
             )
 
-    def record_timeout(self, nodeid: str) -> None:
-        """Record a test the watchdog is about to stop in this very process (serial run)."""
-        identity = self._parse_identity(nodeid)
+    def record_timeout(self, nodeid: str, identity_fields: dict[str, str] | None = None) -> None:
+        """Record a test the watchdog is about to stop in this very process (serial run);
+        ``identity_fields`` are the test's TestIdentity fields where known."""
+        if identity_fields:
+            identity = TestIdentity(**identity_fields)
+        else:
+            identity = self._parse_identity(nodeid)
         self._write(
             ResultRecord(
                 run_id=self.run_id,

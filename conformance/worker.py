@@ -80,6 +80,7 @@ class TestRunAgent:
         self.collected = 0
         self.deselected: list[dict[str, Any]] = []
         self.watchdog = Watchdog(timeout_s, self._on_timeout) if timeout_s else None
+        self._running: pytest.Item | None = None  # the test the watchdog is timing
 
     # -- collection ---------------------------------------------------------------------
 
@@ -139,6 +140,7 @@ class TestRunAgent:
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
         if self.watchdog is None:
             return (yield)
+        self._running = item
         self.watchdog.start(item.nodeid)
         try:
             return (yield)
@@ -182,7 +184,9 @@ class TestRunAgent:
     def _on_timeout(self, nodeid: str) -> None:
         note_timeout(self.run_dir, nodeid)
         if self.recorder is not None:  # serial run: no controller will outlive this process
-            self.recorder.record_timeout(nodeid)
+            running = self._running
+            facts = dict(running.user_properties) if running is not None else {}
+            self.recorder.record_timeout(nodeid, facts.get("test_identity"))
 
 
 def _classify(exc: BaseException) -> tuple[str, str]:
