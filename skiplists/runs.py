@@ -13,7 +13,7 @@ from typing import Any
 from conformance.errors import ConfigError
 from conformance.model import RECORD_COLUMNS, RunMeta, TestIdentity
 
-__all__ = ["RunFacts", "collect_identities", "facts_from_frame", "read_run_facts"]
+__all__ = ["RunFacts", "collect_identities", "facts_from_frame", "merge_facts", "read_run_facts"]
 
 #: Outcomes that show a test can pass on the backend.
 PASSING = frozenset({"passed", "xpassed"})
@@ -46,6 +46,14 @@ def read_run_facts(run_dir: Path) -> RunFacts:
 
     meta, frame = store.read_run(run_dir)
     return facts_from_frame(meta, frame)
+
+
+def merge_facts(runs: Sequence[RunFacts]) -> RunFacts:
+    """Several runs as one (shards, or selections that together cover the suite): the first
+    run's metadata, every test once (identity from the last run that has it), all records."""
+    identities = {i.nodeid: i for facts in runs for i in facts.identities}
+    records = [r for facts in runs for r in facts.records]
+    return RunFacts(meta=runs[0].meta, identities=list(identities.values()), records=records)
 
 
 def facts_from_frame(meta: RunMeta, frame: Any) -> RunFacts:
