@@ -37,7 +37,7 @@ from conformance.embedded._samples import (
     to_cpu,
     to_device,
 )
-from conformance.embedded.selection import dtypes_for, select_ops
+from conformance.embedded.selection import current_selection, dtypes_for, select_ops
 
 
 def _without_device_agnostic_xfails(
@@ -124,8 +124,9 @@ class TestCommon(TestCase):
     )
     def test_compare_cpu(self, device, dtype, op):
         """Forward results on the device equal the CPU's on the same samples."""
-        full = bool(op.reference_inputs_func) and _selection_is_full()
-        for index, sample in enumerate(cpu_samples(op, dtype, reference=full)):
+        # The full selection adds the OpInfo's reference inputs (larger, edge-case values).
+        reference = current_selection() == "full"
+        for index, sample in enumerate(cpu_samples(op, dtype, reference=reference)):
             with noting(index, sample):
                 expected = sample.output_process_fn_grad(call(op, sample))
                 actual = call(op, to_device(sample, device))
@@ -337,12 +338,6 @@ _ALL_DTYPES = tuple(all_types_and_complex_and(torch.bool, torch.half, torch.bflo
 
 def _differentiable(op, dtype: torch.dtype) -> bool:
     return op.supports_autograd and (dtype.is_floating_point or dtype.is_complex)
-
-
-def _selection_is_full() -> bool:
-    from conformance.embedded.selection import current_selection
-
-    return current_selection() == "full"
 
 
 def _with_input(sample, new_input):
