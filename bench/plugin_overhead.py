@@ -14,7 +14,7 @@ reports, writing the line, arming the watchdog), which no machine load distorts 
 
 Wall times include interpreter and torch start-up, which every real run pays too.
 
-    python bench/plugin_overhead.py [--templates 100] [--matmuls 100] [--size 192] [--repeat 2]
+    python bench/plugin_overhead.py [--templates 100] [--matmuls 500] [--size 192] [--repeat 2]
 
 The selection must be long next to start-up (each worker imports torch), or the
 speed-up measures start-up instead of the run.
@@ -138,7 +138,7 @@ def bookkeeping_per_test(folder: Path, tests: int = 5000) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--templates", type=int, default=100, help="test templates (x2 dtypes)")
-    parser.add_argument("--matmuls", type=int, default=100, help="work per test: matrix products")
+    parser.add_argument("--matmuls", type=int, default=500, help="work per test: matrix products")
     parser.add_argument("--size", type=int, default=192, help="work per test: matrix size")
     parser.add_argument("--repeat", type=int, default=2, help="pairs of runs per comparison")
     options = parser.parse_args()
