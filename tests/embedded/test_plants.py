@@ -96,16 +96,7 @@ def runs() -> dict[str, dict[str, str]]:
     return results
 
 
-def _unplanted_marks(plant: str) -> list:
-    if plant != "ignores_out":
-        return []
-    # emu's generic out= lowering accepts an out= tensor on the CPU for emu inputs, where
-    # upstream devices raise; test_out checks that, so test_out_sin fails on emu until the
-    # lowering checks devices. Strict: the fix shows up here as an unexpected pass.
-    return [pytest.mark.xfail(strict=True, reason="emu accepts out= on another device")]
-
-
-@pytest.mark.parametrize("plant", [pytest.param(p, marks=_unplanted_marks(p)) for p in TARGETS])
+@pytest.mark.parametrize("plant", list(TARGETS))
 def test_target_passes_without_plants(runs, plant):
     assert runs[""][TARGETS[plant][1]] == "passed"
 
