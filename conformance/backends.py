@@ -27,6 +27,8 @@ from conformance.errors import ConfigError
 __all__ = ["Backend", "load_backend", "registered_backend_name"]
 
 _ENTRY_POINT_GROUP = "torch.backends"
+#: Optional functions a backend package may offer (docs/architecture.md).
+_HOOKS = ("lowerings", "fallback_counts", "reset_fallback_counts")
 
 
 @dataclass
@@ -106,10 +108,21 @@ def load_backend(device_type: str, module_name: str | None = None) -> Backend:
             where="--device",
         )
     if package is None and entry_point is not None:
-        package = importlib.import_module(entry_point.module)
+        package = _package_of(entry_point)
     if package is None:
         package = getattr(torch, device_type, None)
     return _describe(device_type, package, entry_point)
+
+
+def _package_of(entry_point: importlib.metadata.EntryPoint) -> ModuleType:
+    """The module holding the backend's hooks: the entry point's module, or else its
+    top-level package (an entry point often lives in a small loader module, such as
+    ``torch_emu._autoload``, while the hooks live on ``torch_emu``)."""
+    module = importlib.import_module(entry_point.module)
+    if any(hasattr(module, hook) for hook in _HOOKS):
+        return module
+    top = importlib.import_module(entry_point.module.partition(".")[0])
+    return top if any(hasattr(top, hook) for hook in _HOOKS) else module
 
 
 def _entry_point_for(device_type: str, *, registered: bool) -> importlib.metadata.EntryPoint | None:

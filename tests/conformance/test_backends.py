@@ -34,3 +34,13 @@ def test_devices_that_cannot_be_loaded_are_named(device, message):
 def test_a_backend_module_that_does_not_import_is_named():
     with pytest.raises(ConfigError, match="--backend-module: cannot import 'no_such_backend_pkg'"):
         load_backend("nosuchdev", "no_such_backend_pkg")
+
+
+def test_emu_hooks_are_found_on_its_package_behind_the_autoload_module():
+    pytest.importorskip("torch_emu")
+    backend = load_backend("emu")
+    assert backend.module.__name__ == "torch_emu"
+    assert backend.version
+    assert any(low.overload == "aten::add.Tensor" for low in backend.lowerings())
+    backend.reset_fallback_counts()
+    assert backend.fallback_ops() == []
