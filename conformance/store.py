@@ -152,13 +152,17 @@ def read_records(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     run_dir = Path(run_dir)
     parquet = run_dir / PARQUET_NAME
     if parquet.exists():
-        import pyarrow.parquet as pq
-
-        try:
-            return pq.read_table(parquet).to_pylist()
-        except Exception as exc:  # pyarrow raises several types for a damaged file
-            raise ConformanceError(f"{parquet}: unreadable outcomes: {exc}") from None
+        return _read_parquet_table(parquet).to_pylist()
     return list(_iter_jsonl(run_dir / JSONL_NAME))
+
+
+def _read_parquet_table(parquet: Path) -> pyarrow.Table:
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(parquet)
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise ConformanceError(f"{parquet}: unreadable outcomes: {exc}") from None
 
 
 def read_run(run_dir: str | os.PathLike[str]) -> tuple[RunMeta, pandas.DataFrame]:
@@ -169,8 +173,14 @@ def read_run(run_dir: str | os.PathLike[str]) -> tuple[RunMeta, pandas.DataFrame
     import pandas
 
     meta = read_meta(run_dir)
-    records = read_records(run_dir)
-    frame = pandas.DataFrame.from_records(records, columns=list(RECORD_COLUMNS))
+    parquet = Path(run_dir) / PARQUET_NAME
+    if parquet.exists():
+        # Arrow builds the columns directly: an order of magnitude faster than records.
+        frame = _read_parquet_table(parquet).to_pandas()
+        frame = frame.reindex(columns=list(RECORD_COLUMNS))
+    else:
+        records = read_records(run_dir)
+        frame = pandas.DataFrame.from_records(records, columns=list(RECORD_COLUMNS))
     for name in _FLOAT_COLUMNS:
         frame[name] = frame[name].astype("float64")
     for name in _INT_COLUMNS:
