@@ -209,8 +209,15 @@ class OutcomeMerger:
     def _categorize(self, partial: _Partial) -> tuple[str, str]:
         outcome = partial.outcome
         properties = partial.properties
-        if outcome in ("passed", "xpassed"):
+        if outcome == "passed":
             return "", ""
+        if outcome == "xpassed":
+            # Keep what the skiplist entry said the test suffered from: the entry that a
+            # fix made stale is then visible by category (known_bug, missing_lowering...).
+            return (
+                str(properties.get("skip_category", "") or ""),
+                str(properties.get("skip_detail", "") or ""),
+            )
         if outcome == "crashed":
             return "crash", ""
         if outcome == "timeout":

@@ -207,6 +207,19 @@ def test_xfail_xpass_and_strict_xpass():
     assert (rec.outcome, rec.category) == ("xpassed", "")
     assert is_unexpected(rec.outcome, rec.message)
 
+    # a strict xpass of a skiplist entry keeps the entry's category: the stale entry shows
+    entry = [("skip_category", "missing_lowering"), ("skip_detail", "aten::cumsum.out")]
+    rec = run(
+        m,
+        report(outcome="failed", longrepr="[XPASS(strict)] lowered", properties=entry),
+        report(when="teardown"),
+    )
+    assert (rec.outcome, rec.category, rec.detail) == (
+        "xpassed",
+        "missing_lowering",
+        "aten::cumsum.out",
+    )
+
     # unittest's expectedFailure passing: an xpass, not strict without a strict entry
     rec = run(
         m,
