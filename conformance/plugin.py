@@ -112,6 +112,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--shard", dest="conformance_shard", metavar="K/N", help="run only shard K of N (1-based)"
     )
     group.addoption(
+        "--shard-durations",
+        dest="conformance_shard_durations",
+        action="append",
+        default=[],
+        metavar="RUN_DIR",
+        help="balance --shard by the test durations these earlier runs recorded",
+    )
+    group.addoption(
         "--expected-count",
         dest="conformance_expected",
         type=int,
@@ -193,6 +201,7 @@ def pytest_configure(config: pytest.Config) -> None:
         skiplist=skiplist,
         already_recorded=already,
         shard=shard,
+        shard_durations=_shard_durations(option.conformance_shard_durations) if shard else None,
         timeout_s=timeout_s,
         trace_ops=option.conformance_trace_ops,
         recorder=recorder,
@@ -207,6 +216,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+def _shard_durations(run_dirs: list[str]) -> dict[str, float] | None:
+    if not run_dirs:
+        return None
+    from conformance.errors import ConformanceError
+    from conformance.sharding import read_durations
+
+    try:
+        return read_durations(run_dirs)
+    except ConformanceError as exc:
+        raise pytest.UsageError(f"--shard-durations: {exc}") from None
 
 
 def _load_skiplist(config: pytest.Config, backend: Any) -> Any:

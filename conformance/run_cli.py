@@ -143,6 +143,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--shard", metavar="K/N", help="run only shard K of N")
     parser.add_argument(
+        "--shard-durations",
+        action="append",
+        default=[],
+        metavar="RUN",
+        help="balance shards by the durations an earlier run recorded (repeatable)",
+    )
+    parser.add_argument(
         "--expected-count", type=int, metavar="N", help="tests the selection should collect"
     )
     parser.add_argument(
@@ -168,6 +175,12 @@ def run_command(args: argparse.Namespace) -> int:
             raise ConfigError(f"no such file: {path}", where="--skiplist")
     _check_shard(args.shard)
     runs_root = Path(args.runs_root).resolve()
+    if args.shard_durations:
+        from conformance.store import resolve_run
+
+        if not args.shard:
+            raise ConfigError("needs --shard K/N", where="--shard-durations")
+        args.shard_durations = [resolve_run(ref, runs_root) for ref in args.shard_durations]
     check_backend(args.device, args.backend_module)
     if args.baseline:
         check_backend(args.baseline, None)
@@ -323,6 +336,8 @@ def _run_pytest(
         command.append("--trace-ops")
     if args.shard:
         command += ["--shard", args.shard]
+        for run in args.shard_durations:
+            command += ["--shard-durations", str(run)]
     command += args.pytest_args
     env = dict(os.environ, **selection.env)
     env["CONFORMANCE_COMMAND"] = json.dumps(["conformance", *sys.argv[1:]])

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import unittest
-import zlib
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,24 +30,17 @@ import pytest
 
 from conformance.backends import Backend
 from conformance.model import TestIdentity
+from conformance.sharding import select_shard
 from conformance.watchdog import Watchdog, note_timeout
 
 if TYPE_CHECKING:
     from conformance.session import RunRecorder
 
-__all__ = ["TestRunAgent", "in_shard"]
+__all__ = ["TestRunAgent"]
 
 #: Keys in ``config.workeroutput`` read by the controller when a worker finishes.
 OUTPUT_DESELECTED = "conformance_deselected"
 OUTPUT_COLLECTED = "conformance_collected"
-
-
-def in_shard(nodeid: str, shard: tuple[int, int] | None) -> bool:
-    """Whether a test belongs to shard ``k`` of ``N`` (1-based); stable across processes."""
-    if shard is None:
-        return True
-    index, count = shard
-    return zlib.crc32(nodeid.encode("utf-8")) % count == index - 1
 
 
 class TestRunAgent:
@@ -65,6 +57,7 @@ class TestRunAgent:
         skiplist: Any,
         already_recorded: frozenset[str],
         shard: tuple[int, int] | None,
+        shard_durations: Mapping[str, float] | None = None,
         timeout_s: float | None,
         trace_ops: bool,
         recorder: RunRecorder | None = None,
@@ -75,6 +68,7 @@ class TestRunAgent:
         self.skiplist = skiplist
         self.already_recorded = already_recorded
         self.shard = shard
+        self.shard_durations = shard_durations
         self.trace_ops = trace_ops
         self.recorder = recorder  # set in a serial run, where this process also records
         self.collected = 0
@@ -90,8 +84,9 @@ class TestRunAgent:
     ) -> None:
         from conformance.identity import identity_from_item
 
-        removed: list[pytest.Item] = [i for i in items if not in_shard(i.nodeid, self.shard)]
-        items[:] = [i for i in items if in_shard(i.nodeid, self.shard)]
+        mine = select_shard([i.nodeid for i in items], self.shard, self.shard_durations)
+        removed: list[pytest.Item] = [i for i in items if i.nodeid not in mine]
+        items[:] = [i for i in items if i.nodeid in mine]
         self.collected = len(items)
         identities = {
             item.nodeid: identity_from_item(item, self.backend.device_names) for item in items
