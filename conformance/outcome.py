@@ -21,6 +21,7 @@ Per-test facts computed where the test ran travel in ``report.user_properties``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,13 +69,15 @@ def report_message(report: Any) -> str:
     return truncate(_without_dispatch_table(text))
 
 
+_COULD_NOT_RUN = re.compile(r"Could not run '[^']+' with arguments from the '[^']+' backend\.")
+
+
 def _without_dispatch_table(text: str) -> str:
-    # The dispatcher's "Could not run" error ends with a table of every kernel registered
-    # for the op, which differs between processes (whatever else they imported) and runs
-    # to kilobytes: the first paragraph says what is missing.
-    if "Could not run '" in text and "\n\n" in text:
-        return text.split("\n\n", 1)[0]
-    return text
+    # The dispatcher's "Could not run" error goes on with the backends the op has kernels
+    # for and a table of every registration, which differ between processes (whatever
+    # else they imported) and run to kilobytes: its first sentence says what is missing.
+    found = _COULD_NOT_RUN.search(text)
+    return text[: found.end()] if found else text
 
 
 def truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:

@@ -265,4 +265,8 @@ def test_the_dispatcher_table_is_left_out_of_missing_kernel_messages():
         "backend. ... available for these backends: [CPU, Meta].\n\nCPU: registered at x.cpp:1\n"
     )
     msg = report_message(report(outcome="failed", longrepr=crash_text(text)))
-    assert msg.endswith("[CPU, Meta].") and "registered at" not in msg
+    # which backends have kernels depends on what else the process imported: left out too
+    assert msg == (
+        "NotImplementedError: Could not run 'aten::cumsum.out' with arguments from the 'emu' "
+        "backend."
+    )
