@@ -66,7 +66,7 @@ def report_message(report: Any) -> str:
         text = longrepr.reprcrash.message
     else:
         text = str(longrepr)
-    return truncate(_without_dispatch_table(text))
+    return truncate(_without_repro_hint(_without_dispatch_table(text)))
 
 
 _COULD_NOT_RUN = re.compile(r"Could not run '[^']+' with arguments from the '[^']+' backend\.")
@@ -78,6 +78,19 @@ def _without_dispatch_table(text: str) -> str:
     # else they imported) and run to kilobytes: its first sentence says what is missing.
     found = _COULD_NOT_RUN.search(text)
     return text[: found.end()] if found else text
+
+
+_REPRO_HINT = re.compile(
+    r"\s*To execute this test, run the following from the base repo dir:\n(?:[ \t]+\S.*(?:\n|$))*"
+    r"(?:\s*This message can be suppressed by setting PYTORCH_PRINT_REPRO_ON_FAILURE=0\.?)?"
+)
+
+
+def _without_repro_hint(text: str) -> str:
+    # torch appends a command to re-run the test unless PYTORCH_PRINT_REPRO_ON_FAILURE=0,
+    # which only takes effect if set before torch's test utilities are imported: drop it,
+    # so the message is the same however the process was started.
+    return _REPRO_HINT.sub(lambda hint: "" if hint.end() == len(text) else "\n", text)
 
 
 def truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:

@@ -270,3 +270,15 @@ def test_the_dispatcher_table_is_left_out_of_missing_kernel_messages():
         "NotImplementedError: Could not run 'aten::cumsum.out' with arguments from the 'emu' "
         "backend."
     )
+
+
+def test_the_repro_hint_is_left_out_of_messages():
+    # present or not depending on when PYTORCH_PRINT_REPRO_ON_FAILURE was set: never kept
+    text = (
+        "AssertionError: Tensor-likes are not close!\n\nMismatched elements: 2 / 2\n\n"
+        "To execute this test, run the following from the base repo dir:\n"
+        "    python test_x.py TestXCPU.test_y_cpu\n\n"
+        "This message can be suppressed by setting PYTORCH_PRINT_REPRO_ON_FAILURE=0"
+    )
+    msg = report_message(report(outcome="failed", longrepr=crash_text(text)))
+    assert msg == "AssertionError: Tensor-likes are not close!\n\nMismatched elements: 2 / 2"
