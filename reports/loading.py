@@ -1,10 +1,8 @@
 """Reading what a report is made from: a run, its optional op coverage, a runs root.
 
-Runs are read with the results store's functions (``read_meta``, ``read_run``), except
-that a consolidated ``outcomes.parquet`` is read straight into pandas by Arrow, which is
-10-15x faster at 150K records. Either way this module checks that what it got is
-something a report can trust (known outcomes and categories, unique test ids) and names
-the run and the test when it is not.
+Runs are read with the results store's ``read_run``, asking only for the columns a page
+needs. This module checks that what it got is something a report can trust (known
+outcomes and categories, unique test ids) and names the run and the test when it is not.
 """
 
 from __future__ import annotations
@@ -38,44 +36,11 @@ def load_run(
     """
     if columns is not None:
         columns = list(dict.fromkeys(["test_id", "outcome", "category", *columns]))
-    from conformance.store import PARQUET_NAME, read_meta, read_run
+    from conformance.store import read_run
 
-    parquet = Path(run_dir) / PARQUET_NAME
-    if parquet.is_file():
-        # A consolidated run: Arrow converts columns at once, 10-15x faster at 150K
-        # records than read_run's record-by-record path, which keeps a report within its
-        # time budget. Runs still going on (JSON lines only) go through read_run.
-        meta, frame = read_meta(run_dir), _read_parquet(parquet, columns)
-    else:
-        meta, frame = read_run(run_dir)
-        if columns is not None:
-            frame = frame[columns]
+    meta, frame = read_run(run_dir, columns)
     check_frame(frame, where=str(run_dir), columns=columns)
     return meta, frame
-
-
-def _read_parquet(path: Path, columns: list[str] | None) -> pandas.DataFrame:
-    import pyarrow.parquet as pq
-
-    try:
-        frame = pq.read_table(path, columns=columns).to_pandas()
-    except Exception as exc:  # pyarrow raises several types for a damaged file
-        raise ConfigError(f"unreadable outcomes: {exc}", where=str(path)) from None
-    import pandas
-
-    for name in RECORD_COLUMNS:
-        if name not in frame.columns:
-            continue
-        column = frame[name]
-        if name in ("ops_dispatched", "ops_fallback"):
-            # Arrow gives arrays (len, iteration and join work as on lists); only the
-            # rare null needs replacing.
-            missing = column.isna()
-            if missing.any():
-                frame[name] = column.map(lambda v: () if v is None else v)
-        elif pandas.api.types.is_string_dtype(column) and column.isna().any():
-            frame[name] = column.fillna("")
-    return frame
 
 
 def check_frame(frame: pandas.DataFrame, *, where: str, columns: list[str] | None = None) -> None:
