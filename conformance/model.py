@@ -127,8 +127,16 @@ class ResultRecord:
     def from_dict(cls, data: dict[str, Any]) -> ResultRecord:
         return cls(**{k: data[k] for k in RECORD_COLUMNS if k in data})
 
+    @classmethod
+    def of_test(cls, run_id: str, identity: TestIdentity, **fields: Any) -> ResultRecord:
+        """The record of the test ``identity`` names; ``fields`` set the rest and win over
+        the identity's own (a run records its device, say)."""
+        named = {name: getattr(identity, name) for name in _IDENTITY_FIELDS}
+        return cls(run_id=run_id, **{**named, **fields})
+
 
 RECORD_COLUMNS = tuple(f.name for f in dataclasses.fields(ResultRecord))
+_IDENTITY_FIELDS = tuple(f.name for f in dataclasses.fields(TestIdentity))
 
 
 @dataclass

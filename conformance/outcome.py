@@ -198,17 +198,10 @@ class OutcomeMerger:
         else:
             identity = self._identity_of(nodeid)
         category, detail = self._categorize(partial)
-        return ResultRecord(
-            run_id=self.run_id,
+        return ResultRecord.of_test(
+            self.run_id,
+            identity,
             nodeid=nodeid,
-            test_id=identity.test_id,
-            file=identity.file,
-            test_class=identity.test_class,
-            template=identity.template,
-            op=identity.op,
-            variant=identity.variant,
-            dtype=identity.dtype,
-            params=identity.params,
             device=self.device,
             outcome=partial.outcome,
             category=category,

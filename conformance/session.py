@@ -101,17 +101,10 @@ class RunRecorder:
         else:
             identity = self._parse_identity(nodeid)
         self._write(
-            ResultRecord(
-                run_id=self.run_id,
+            ResultRecord.of_test(
+                self.run_id,
+                identity,
                 nodeid=nodeid,
-                test_id=identity.test_id,
-                file=identity.file,
-                test_class=identity.test_class,
-                template=identity.template,
-                op=identity.op,
-                variant=identity.variant,
-                dtype=identity.dtype,
-                params=identity.params,
                 device=self.backend.name,
                 outcome="timeout",
                 category="timeout",
