@@ -70,7 +70,7 @@ FEATURES = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TestIdentity:
     """Who a collected test is, independent of the device it runs on.
 

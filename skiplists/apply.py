@@ -16,7 +16,11 @@ Two unittest behaviours need a correction after the test ran, done by
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import gc
+import operator
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from itertools import compress
 from typing import Any
 
 import pytest
@@ -29,6 +33,7 @@ from skiplists.skiplist import Skiplist
 __all__ = ["UnittestQuirks", "apply_to_items"]
 
 _QUIRKS_PLUGIN = "skiplists-unittest-quirks"
+_nodeid = operator.attrgetter("nodeid")
 
 
 def apply_to_items(
@@ -41,46 +46,64 @@ def apply_to_items(
     ``strict = false``); tier ``deselect`` items are returned for the caller to remove and
     record. Every selected item gets the entry's facts in ``user_properties``.
     """
-    deselected: list[Any] = []
-    xfails: dict[str, SkipEntry] = {}
-    # One mark and one set of properties per entry, shared by its items (marks are immutable).
-    marks: dict[int, Any] = {}
-    facts: dict[int, tuple[tuple[str, str], ...]] = {}
-    match = skiplist.match
-    # Looked up once: each pytest.mark attribute access goes through the marker registry.
-    skip_mark, xfail_mark = pytest.mark.skip, pytest.mark.xfail
-    for item in items:
-        identity = identities.get(item.nodeid)
-        if identity is None:
-            continue
-        entry = match(identity)
-        if entry is None:
-            continue
-        props = facts.get(id(entry))
-        if props is None:
-            props = facts[id(entry)] = (
-                ("skip_entry", entry.where),
-                ("skip_category", entry.category),
-                ("skip_detail", entry.detail),
-            )
-        item.user_properties.extend(props)
-        if entry.tier == "deselect":
-            deselected.append(item)
-            continue
-        mark = marks.get(id(entry))
-        if mark is None:
-            if entry.tier == "skip":
-                mark = skip_mark(reason=entry.mark_reason())
-            else:
-                mark = xfail_mark(strict=entry.strict, reason=entry.mark_reason())
-            marks[id(entry)] = mark
-        item.add_marker(mark)
-        if entry.tier == "xfail":
-            xfails[item.nodeid] = entry
+    with _gc_paused():
+        found = list(map(identities.get, map(_nodeid, items)))
+        known = list(compress(items, found))
+        entries = skiplist.match_many(list(compress(found, found)))
+        deselected, xfails = _mark(list(compress(known, entries)), list(compress(entries, entries)))
     config = getattr(items[0], "config", None) if items else None
     if config is not None:
         _quirks(config).xfail_entries.update(xfails)
     return deselected
+
+
+def _mark(items: list[Any], entries: list[SkipEntry]) -> tuple[list[Any], dict[str, SkipEntry]]:
+    """Give each item its entry's facts and mark; return the deselected items and the
+    xfail entries by nodeid."""
+    deselected: list[Any] = []
+    xfails: dict[str, SkipEntry] = {}
+    # One set of properties and one mark per entry, shared by its items (both immutable).
+    plans: dict[int, tuple[tuple[tuple[str, str], ...], Any]] = {}
+    for item, entry in zip(items, entries, strict=True):
+        plan = plans.get(id(entry))
+        if plan is None:
+            plan = plans[id(entry)] = _plan(entry)
+        props, mark = plan
+        item.user_properties.extend(props)
+        if mark is None:
+            deselected.append(item)
+            continue
+        item.add_marker(mark)
+        if entry.tier == "xfail":
+            xfails[item.nodeid] = entry
+    return deselected, xfails
+
+
+def _plan(entry: SkipEntry) -> tuple[tuple[tuple[str, str], ...], Any]:
+    """The properties an entry gives its items, and its mark (None for ``deselect``)."""
+    props = (
+        ("skip_entry", entry.where),
+        ("skip_category", entry.category),
+        ("skip_detail", entry.detail),
+    )
+    if entry.tier == "deselect":
+        return props, None
+    if entry.tier == "skip":
+        return props, pytest.mark.skip(reason=entry.mark_reason())
+    return props, pytest.mark.xfail(strict=entry.strict, reason=entry.mark_reason())
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for one pass that makes no cycles: with 150k
+    collected items alive, each collection it triggers walks all of them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _quirks(config: pytest.Config) -> UnittestQuirks:

@@ -14,6 +14,7 @@ import json
 import sys
 import tempfile
 from collections import Counter
+from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -292,7 +293,7 @@ def _explain(args: argparse.Namespace) -> int:
         nodeid = f"{file}::{test_class}{args.backend.upper()}::{with_device(name, args.backend)}"
         identity = parse_nodeid(nodeid, [args.backend])
     print(f"test_id: {identity.test_id}")
-    fields = {k: v for k, v in identity.__dict__.items() if v and k not in ("nodeid", "test_id")}
+    fields = {k: v for k, v in asdict(identity).items() if v and k not in ("nodeid", "test_id")}
     print("fields:  " + " ".join(f"{k}={v}" for k, v in fields.items()))
     hits = skiplist.match_all(identity)
     if not hits:

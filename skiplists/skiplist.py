@@ -6,6 +6,8 @@ import operator
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from itertools import compress
 from pathlib import Path
 
 from conformance.model import TestIdentity
@@ -20,8 +22,9 @@ __all__ = ["DATA_DIR", "Override", "Skiplist", "default_paths", "load"]
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 _ATTRS = tuple(attr for _key, attr in FIELD_NAMES)
-# The structured fields of a TestIdentity as one tuple, in _ATTRS order (C speed).
-_identity_values = operator.attrgetter(*_ATTRS)
+_test_id = operator.attrgetter("test_id")
+_file = operator.attrgetter("file")
+_is_none = partial(operator.is_, None)
 
 
 def default_paths(backend: str, torch_version: str, *, data_dir: Path = DATA_DIR) -> list[Path]:
@@ -73,9 +76,10 @@ class Skiplist:
         self.overrides: list[Override] = []
         self.entries: tuple[SkipEntry, ...] = self._resolve(list(entries))
         self._exact: dict[str, SkipEntry] = {}
-        # Structured entries grouped by which fields they set: (getter, {values: [entries]}).
+        # Structured entries grouped by which fields they set:
+        # (getter of those fields from a TestIdentity, {values: [entries]}, field count).
         self._fields: list[
-            tuple[Callable[[tuple[str, ...]], object], dict[object, list[SkipEntry]]]
+            tuple[Callable[[TestIdentity], object], dict[object, list[SkipEntry]], int]
         ] = []
         self._patterns_by_file: dict[str, _PatternBucket] = {}
         self._patterns_any = _PatternBucket()
@@ -131,8 +135,7 @@ class Skiplist:
                     index.setdefault(key if len(key) > 1 else key[0], []).append(entry)
         # Most specific groups first; match() stops at the first group size that hits.
         for names in sorted(groups, key=len, reverse=True):
-            getter = operator.itemgetter(*(_ATTRS.index(a) for a in names))
-            self._fields.append((getter, groups[names], len(names)))
+            self._fields.append((operator.attrgetter(*names), groups[names], len(names)))
         for bucket in (*self._patterns_by_file.values(), self._patterns_any):
             bucket.freeze()
 
@@ -144,12 +147,11 @@ class Skiplist:
             return exact
         best: SkipEntry | None = None
         if self._fields:
-            values = _identity_values(identity)
             best_size = 0
             for getter, index, size in self._fields:
                 if size < best_size:
                     break
-                hits = index.get(getter(values))
+                hits = index.get(getter(identity))
                 if hits:
                     for entry in hits:
                         if best is None or entry.rank > best.rank:
@@ -169,15 +171,67 @@ class Skiplist:
                 return other
         return best
 
+    def match_many(self, identities: Sequence[TestIdentity]) -> list[SkipEntry | None]:
+        """``[self.match(i) for i in identities]``, batched for collection: each index is
+        probed for all tests at once (``map`` runs the lookups at C speed), and Python code
+        runs only for the tests an index hits."""
+        test_ids = list(map(_test_id, identities))
+        result: list[SkipEntry | None] = list(map(self._exact.get, test_ids))
+        rows = list(compress(range(len(result)), map(_is_none, result)))
+        if self._fields and rows:
+            best_size: dict[int, int] = {}
+            candidates = list(map(identities.__getitem__, rows))
+            for getter, index, size in self._fields:
+                hits = list(map(index.get, map(getter, candidates)))
+                for position in compress(range(len(hits)), hits):
+                    row = rows[position]
+                    if size < best_size.get(row, size):
+                        continue
+                    for entry in hits[position]:
+                        current = result[row]
+                        if current is None or entry.rank > current.rank:
+                            result[row] = entry
+                            best_size[row] = size
+            if best_size:
+                rows = [row for row in rows if row not in best_size]
+        if self._patterns_by_file and rows:
+            self._match_patterns_by_file(identities, test_ids, rows, result)
+        if self._patterns_any.entries:
+            for row in rows:
+                other = self._patterns_any.best(identities[row])
+                current = result[row]
+                if other is not None and (current is None or other.rank > current.rank):
+                    result[row] = other
+        return result
+
+    def _match_patterns_by_file(
+        self,
+        identities: Sequence[TestIdentity],
+        test_ids: list[str],
+        rows: list[int],
+        result: list[SkipEntry | None],
+    ) -> None:
+        buckets = self._patterns_by_file
+        by_file: dict[str, list[int]] = {}
+        for row, file in zip(rows, map(_file, map(identities.__getitem__, rows)), strict=True):
+            if file in buckets:
+                by_file.setdefault(file, []).append(row)
+        for file, group in by_file.items():
+            bucket = buckets[file]
+            if bucket.prefilter is not None:
+                tried = map(bucket.prefilter.fullmatch, map(test_ids.__getitem__, group))
+                group = list(compress(group, tried))
+            for row in group:
+                result[row] = bucket.scan(identities[row])
+
     def match_all(self, identity: TestIdentity) -> list[SkipEntry]:
         """Every entry that selects the test, the applying one first."""
         hits: list[SkipEntry] = []
         exact = self._exact.get(identity.test_id)
         if exact is not None:
             hits.append(exact)
-        values = _identity_values(identity)
         for getter, index, _size in self._fields:
-            hits.extend(index.get(getter(values), ()))
+            hits.extend(index.get(getter(identity), ()))
         bucket = self._patterns_by_file.get(identity.file)
         if bucket is not None:
             hits.extend(bucket.all(identity))
