@@ -78,7 +78,8 @@ class TestFwdGradients(TestCase):
                         check_backward_ad=False,
                         check_undefined_grad=False,
                         check_batched_grad=False,
-                        check_batched_forward_grad=False,
+                        # As upstream: also vmapped forward grads, where the op claims them.
+                        check_batched_forward_grad=op.check_batched_forward_grad,
                         nondet_tol=op.gradcheck_nondet_tol,
                         # Fast mode checks a random projection of the Jacobian: the same
                         # property at a fraction of the cost on a slow backend.

@@ -26,10 +26,13 @@ _STEPS = 3
 
 
 def _problem(dtype: torch.dtype):
-    """Starting parameters and data of a small least-squares fit, on the CPU."""
+    """Starting parameters and data of a small least-squares fit, on the CPU.
+
+    Every parameter is a matrix (the bias a row that broadcasts): some optimizers (Muon)
+    take 2-D parameters only."""
     generator = torch.Generator().manual_seed(SEED)
     weight = torch.randn(3, 4, dtype=dtype, generator=generator)
-    bias = torch.randn(3, dtype=dtype, generator=generator)
+    bias = torch.randn(1, 3, dtype=dtype, generator=generator)
     x = torch.randn(5, 4, dtype=dtype, generator=generator)
     y = torch.randn(5, 3, dtype=dtype, generator=generator)
     return [weight, bias], x, y
