@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
+import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from conformance.errors import ConfigError
 
-__all__ = ["Backend", "load_backend", "registered_backend_name"]
+__all__ = ["Backend", "describe_backend", "load_backend", "registered_backend_name", "torch_build"]
 
 _ENTRY_POINT_GROUP = "torch.backends"
 #: Optional functions a backend package may offer (docs/architecture.md).
@@ -74,7 +78,7 @@ def load_backend(device_type: str, module_name: str | None = None) -> Backend:
         return Backend(
             name="cpu",
             module=torch,
-            version=torch.__version__,
+            version=str(torch.__version__),
             git=torch.version.git_version,
             device_names=("cpu",),
         )
@@ -112,6 +116,84 @@ def load_backend(device_type: str, module_name: str | None = None) -> Backend:
     if package is None:
         package = getattr(torch, device_type, None)
     return _describe(device_type, package, entry_point)
+
+
+def describe_backend(device_type: str, module_name: str | None = None) -> Backend:
+    """The backend for ``device_type`` as far as it is known without importing torch or the
+    backend: what an xdist controller needs (the workers load the backend itself), which
+    saves the controller torch's start-up on the run's critical path.
+
+    Checks what can be checked without importing: the device type, that ``--backend-module``
+    exists, and that an installed ``torch.backends`` entry point or that module provides
+    the device. ConfigError otherwise, as load_backend."""
+    if not device_type or not device_type.isidentifier():
+        raise ConfigError(f"invalid device type {device_type!r}", where="--device")
+    if device_type == "cpu":
+        version, git = torch_build()
+        return Backend(name="cpu", module=None, version=version, git=git, device_names=("cpu",))
+    if device_type in ("cuda", "xpu", "mps", "meta"):
+        raise ConfigError(
+            f"device {device_type!r} is built into torch, not a PrivateUse1 backend",
+            where="--device",
+        )
+    version = ""
+    if module_name:
+        try:
+            found = importlib.util.find_spec(module_name)
+        except (ImportError, ValueError) as exc:
+            raise ConfigError(
+                f"cannot import {module_name!r}: {exc}", where="--backend-module"
+            ) from exc
+        if found is None:
+            raise ConfigError(
+                f"cannot import {module_name!r}: no such module", where="--backend-module"
+            )
+        version = _distribution_version(module_name.partition(".")[0])
+    entry_point = _entry_point_for(device_type, registered=False)
+    if entry_point is None and not module_name:
+        installed = sorted(
+            ep.name for ep in importlib.metadata.entry_points(group=_ENTRY_POINT_GROUP)
+        )
+        raise ConfigError(
+            f"unknown device {device_type!r}: no installed backend provides it "
+            f"(torch.backends entry points: {', '.join(installed) or 'none'}); "
+            "install the backend or name its module with --backend-module",
+            where="--device",
+        )
+    if not version and entry_point is not None and entry_point.dist is not None:
+        version = entry_point.dist.version
+    return Backend(
+        name=device_type, module=None, version=version, device_names=(device_type, "privateuse1")
+    )
+
+
+def torch_build() -> tuple[str, str]:
+    """The installed torch's version and git commit, read from its metadata and its
+    generated ``torch/version.py`` rather than by importing it (seconds)."""
+    if "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        return str(torch.__version__), torch.version.git_version
+    spec = importlib.util.find_spec("torch")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        try:
+            text = (Path(folder) / "version.py").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        values = dict(re.findall(r"^(__version__|git_version)\s*=\s*'([^']*)'", text, re.M))
+        if "__version__" in values:
+            return values["__version__"], values.get("git_version", "")
+    import torch
+
+    return str(torch.__version__), torch.version.git_version
+
+
+def _distribution_version(top_level: str) -> str:
+    for name in importlib.metadata.packages_distributions().get(top_level, ()):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return ""
 
 
 def _package_of(entry_point: importlib.metadata.EntryPoint) -> ModuleType:

@@ -22,11 +22,12 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from conformance.model import TestIdentity
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["identity_from_item", "parse_nodeid"]
 
@@ -43,22 +44,29 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).split(".", 1)[1]
 
 
-_DTYPE_NAMES = tuple(
-    sorted(
-        {_dtype_name(v) for v in vars(torch).values() if isinstance(v, torch.dtype)},
-        key=len,
-        reverse=True,  # longest first, so float8_e4m3fnuz wins over float8_e4m3fn
-    )
-)
-_DTYPE_ALT = "|".join(re.escape(n) for n in _DTYPE_NAMES)
-_DTYPE_TOKEN = re.compile(rf"_({_DTYPE_ALT})(?=_|$)")
+@functools.cache
+def _dtype_alternatives() -> str:
+    """Every dtype name torch knows, as a regex alternation, longest first (so that
+    float8_e4m3fnuz wins over float8_e4m3fn). torch is imported here, not at module import:
+    an xdist controller parses names only for tests no worker reported (crashes)."""
+    import torch
+
+    names = {_dtype_name(v) for v in vars(torch).values() if isinstance(v, torch.dtype)}
+    return "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+
+
+@functools.cache
+def _dtype_token() -> re.Pattern[str]:
+    return re.compile(rf"_({_dtype_alternatives()})(?=_|$)")
 
 
 @functools.lru_cache(maxsize=64)
 def _name_pattern(devices: tuple[str, ...]) -> re.Pattern[str]:
     """``stem _device (_dtype)*`` with the device taken as the last one that only dtypes follow."""
     alt = "|".join(re.escape(d) for d in sorted(devices, key=len, reverse=True))
-    return re.compile(rf"^(?P<stem>.+?)_(?P<device>{alt})(?P<dtypes>(?:_(?:{_DTYPE_ALT}))*)$")
+    return re.compile(
+        rf"^(?P<stem>.+?)_(?P<device>{alt})(?P<dtypes>(?:_(?:{_dtype_alternatives()}))*)$"
+    )
 
 
 def _normalise_devices(device_names: Iterable[str]) -> tuple[str, ...]:
@@ -182,7 +190,7 @@ def parse_nodeid(nodeid: str, device_names: Iterable[str]) -> TestIdentity:
         )
 
     stem, device = match["stem"], match["device"]
-    dtypes = _DTYPE_TOKEN.findall(match["dtypes"])
+    dtypes = _dtype_token().findall(match["dtypes"])
     name_without_device = stem + match["dtypes"]
     template, op, variant, params = stem, "", "", ""
     found = _find_parametrized(stem)
@@ -222,6 +230,8 @@ def _param_kwargs(function: Any) -> dict[str, Any] | None:
 
 def _format_value(value: Any) -> str:
     # Stable across processes: never a repr with an address in it.
+    import torch
+
     if isinstance(value, torch.dtype):
         return _dtype_name(value)
     if value is None or isinstance(value, (bool, int, float, str, torch.device)):
@@ -238,6 +248,8 @@ def _format_value(value: Any) -> str:
 def _device_token(cls: type) -> str:
     device_type = getattr(cls, "device_type", "")
     if device_type == "privateuse1":
+        import torch
+
         return torch._C._get_privateuse1_backend_name()
     return device_type
 
@@ -319,6 +331,8 @@ def identity_from_item(item: Any, device_names: Iterable[str]) -> TestIdentity:
 
 def _dtype_field(kwargs: dict[str, Any]) -> str:
     """The dtype(s) a test was instantiated for, spelled as in its name."""
+    import torch
+
     value = kwargs.get("dtypes", kwargs.get("dtype"))
     if isinstance(value, (list, tuple)):
         return "_".join(_dtype_name(d) for d in value if isinstance(d, torch.dtype))

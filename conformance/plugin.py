@@ -146,10 +146,14 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     device = early_config.known_args_namespace.conformance_device
     if not device:
         return
-    from conformance.backends import load_backend
+    from conformance.backends import describe_backend, load_backend
 
+    module_name = early_config.known_args_namespace.conformance_backend_module
+    # An xdist controller runs no test: it only needs to know the backend, and importing
+    # torch there would delay the workers' start by seconds. The workers load it.
+    load = describe_backend if _is_xdist_controller(early_config) else load_backend
     try:
-        backend = load_backend(device, early_config.known_args_namespace.conformance_backend_module)
+        backend = load(device, module_name)
     except ConformanceError as exc:
         raise pytest.UsageError(str(exc)) from None
     early_config.stash[BACKEND_KEY] = backend
@@ -163,6 +167,13 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         if force or name not in os.environ:
             os.environ[name] = value
     early_config.stash[_ENV_KEY] = saved
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return False
+    namespace = config.known_args_namespace
+    return bool(getattr(namespace, "numprocesses", None) or getattr(namespace, "tx", None))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -234,20 +245,20 @@ def _load_skiplist(config: pytest.Config, backend: Any) -> Any:
     option = config.option
     if option.conformance_no_skiplist:
         return None
-    import torch
-
     import skiplists
+    from conformance.backends import torch_build
 
+    torch_version = torch_build()[0]
     paths = [Path(p) for p in option.conformance_skiplists]
     for path in paths:
         if not path.is_file():
             raise pytest.UsageError(f"--skiplist: no such file: {path}")
     if not paths:
-        paths = list(skiplists.default_paths(backend.name, torch.__version__))
+        paths = list(skiplists.default_paths(backend.name, torch_version))
     if not paths:
         return None
     try:
-        return skiplists.load(paths, backend=backend.name, torch_version=torch.__version__)
+        return skiplists.load(paths, backend=backend.name, torch_version=torch_version)
     except ConformanceError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -263,9 +274,8 @@ def _first_recorded(run_dir: Path, count: int) -> frozenset[str]:
 def _open_writer(config: pytest.Config, backend: Any, shard: tuple[int, int] | None) -> Any:
     import json
 
-    import torch
-
     from conformance import __version__
+    from conformance.backends import torch_build
     from conformance.model import RunMeta
     from conformance.store import RunWriter, new_run_id, read_meta, utc_now
 
@@ -294,11 +304,12 @@ def _open_writer(config: pytest.Config, backend: Any, shard: tuple[int, int] | N
         if COMMAND_ENV in os.environ
         else ["pytest", *config.invocation_params.args]
     )
+    torch_version, torch_git = torch_build()
     meta = RunMeta(
         run_id=run_dir.name,
         start_time=utc_now(),
-        torch_version=torch.__version__,
-        torch_git=torch.version.git_version,
+        torch_version=torch_version,
+        torch_git=torch_git,
         backend=backend.name,
         backend_version=backend.version,
         backend_git=backend.git,

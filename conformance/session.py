@@ -21,7 +21,7 @@ from conformance.model import ResultRecord, TestIdentity
 from conformance.outcome import OutcomeMerger
 from conformance.store import RunWriter, utc_now
 from conformance.watchdog import timed_out_nodeids
-from conformance.worker import OUTPUT_COLLECTED, OUTPUT_DESELECTED
+from conformance.worker import OUTPUT_BACKEND, OUTPUT_COLLECTED, OUTPUT_DESELECTED
 
 __all__ = ["WORKER_RESUME_COUNT", "WORKER_RUN_DIR", "WORKER_RUN_ID", "RunRecorder"]
 
@@ -76,6 +76,14 @@ class RunRecorder:
         output = getattr(node, "workeroutput", None) or {}
         if OUTPUT_COLLECTED in output:
             self.add_collection(int(output[OUTPUT_COLLECTED]), output.get(OUTPUT_DESELECTED, ()))
+        loaded = output.get(OUTPUT_BACKEND) or {}
+        updates = {
+            f"backend_{key}": value
+            for key, value in loaded.items()
+            if value and value != getattr(self.writer.meta, f"backend_{key}", value)
+        }
+        if updates:
+            self.writer.update_meta(**updates)
 
     # -- recording ------------------------------------------------------------------------
 

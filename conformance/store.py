@@ -14,6 +14,7 @@ whenever a run (or a resumed run) ends, and removed while a resumed run is going
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import secrets
@@ -284,16 +285,26 @@ def _arrow_schema() -> pyarrow.Schema:
 
 
 def _write_parquet(path: Path, records: Iterable[dict[str, Any]]) -> None:
-    import pyarrow as pa
+    import pyarrow.json as pa_json
     import pyarrow.parquet as pq
 
     schema = _arrow_schema()
     defaults = ResultRecord(run_id="", nodeid="", test_id="", file="").to_dict()
-    columns: dict[str, list[Any]] = {name: [] for name in RECORD_COLUMNS}
-    for record in records:
-        for name in RECORD_COLUMNS:
-            columns[name].append(record.get(name, defaults[name]))
-    table = pa.Table.from_pydict(columns, schema=schema)
+    lines = [
+        json.dumps({name: record.get(name, defaults[name]) for name in RECORD_COLUMNS}) + "\n"
+        for record in records
+    ]
+    if lines:
+        # Arrow's JSON reader builds the columns in C++; building them from Python lists
+        # (pa.array, Table.from_pydict) would import pandas, a second of a run's end.
+        data = "".join(lines).encode("utf-8")
+        table = pa_json.read_json(
+            io.BytesIO(data),
+            read_options=pa_json.ReadOptions(block_size=max(1 << 20, max(map(len, lines)) * 4)),
+            parse_options=pa_json.ParseOptions(explicit_schema=schema),
+        )
+    else:
+        table = schema.empty_table()
     tmp = path.with_suffix(".parquet.tmp")
     pq.write_table(table, tmp)
     os.replace(tmp, path)

@@ -41,6 +41,8 @@ __all__ = ["TestRunAgent"]
 #: Keys in ``config.workeroutput`` read by the controller when a worker finishes.
 OUTPUT_DESELECTED = "conformance_deselected"
 OUTPUT_COLLECTED = "conformance_collected"
+#: The backend as the worker loaded it: the controller only described it (no import).
+OUTPUT_BACKEND = "conformance_backend"
 
 
 class TestRunAgent:
@@ -128,6 +130,10 @@ class TestRunAgent:
         if output is not None:
             output[OUTPUT_COLLECTED] = self.collected
             output[OUTPUT_DESELECTED] = self.deselected
+            output[OUTPUT_BACKEND] = {
+                "version": str(self.backend.version),
+                "git": str(self.backend.git),
+            }
 
     # -- running ------------------------------------------------------------------------
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from conformance.backends import load_backend
@@ -44,3 +47,83 @@ def test_emu_hooks_are_found_on_its_package_behind_the_autoload_module():
     assert any(low.overload == "aten::add.Tensor" for low in backend.lowerings())
     backend.reset_fallback_counts()
     assert backend.fallback_ops() == []
+
+
+def test_torch_build_is_read_without_importing_torch_and_agrees_with_it():
+    import torch
+
+    from conformance import backends
+
+    assert backends.torch_build() == (str(torch.__version__), torch.version.git_version)
+    # The same answer from the files alone, as a process without torch gets it.
+    code = (
+        "import sys; from conformance.backends import torch_build; v = torch_build(); "
+        "print(v[0], v[1], 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [str(torch.__version__), torch.version.git_version, "False"]
+
+
+@pytest.mark.parametrize(
+    ("device", "module", "message"),
+    [
+        ("nosuchdev", None, "unknown device 'nosuchdev': no installed backend provides it"),
+        ("cuda", None, "built into torch, not a PrivateUse1 backend"),
+        ("emu:0", None, "invalid device type"),
+        (
+            "nosuchdev",
+            "no_such_backend_pkg",
+            "--backend-module: cannot import 'no_such_backend_pkg'",
+        ),
+    ],
+)
+def test_describe_checks_what_it_can_without_importing(device, module, message):
+    from conformance.backends import describe_backend
+
+    with pytest.raises(ConfigError, match=message):
+        describe_backend(device, module)
+
+
+def test_describe_emu_names_it_and_its_distribution_version():
+    pytest.importorskip("torch_emu")
+    from conformance.backends import describe_backend
+
+    backend = describe_backend("emu")
+    assert (backend.name, backend.module) == ("emu", None)
+    assert backend.device_names == ("emu", "privateuse1")
+    assert backend.version == load_backend("emu").version
+
+
+def test_an_xdist_controller_never_imports_torch(pytester: pytest.Pytester):
+    """The workers load the backend; the controller only describes it, and gets the
+    loaded backend's version and commit back from the workers for the run's metadata."""
+    import json
+
+    import torch
+
+    pytester.makepyfile(
+        test_small="""
+        import torch
+        from torch.testing._internal.common_device_type import instantiate_device_type_tests
+        from torch.testing._internal.common_utils import TestCase
+
+        class TestSmall(TestCase):
+            def test_one(self, device):
+                self.assertEqual(torch.ones(2, device=device).sum().item(), 2)
+
+        instantiate_device_type_tests(TestSmall, globals(), only_for="cpu")
+        """,
+        conftest="""
+        import os, sys
+        def pytest_unconfigure(config):
+            if not os.environ.get("PYTEST_XDIST_WORKER"):
+                with open("controller.txt", "w") as f:
+                    f.write(str("torch" in sys.modules))
+        """,
+    )
+    result = pytester.runpytest_subprocess("-n", "1", "--device", "cpu", "--run-dir", "run")
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "controller.txt").read_text() == "False"
+    meta = json.loads((pytester.path / "run" / "meta.json").read_text())
+    assert meta["backend_git"] == meta["torch_git"] == torch.version.git_version
+    assert meta["collected"] == 1
