@@ -169,12 +169,18 @@ def measure_overhead(folder: Path, options: argparse.Namespace, plugin: Plugin) 
 
 
 def measure_speedup(folder: Path, options: argparse.Namespace, plugin: Plugin) -> None:
-    """The plugin with -n 1 against -n 2, paired, and the fixed cost of a run beside it."""
+    """The plugin with -n 1 against -n 2, paired, with the fixed cost of a run and how much
+    slower the tests themselves ran side by side (two processes share caches and memory
+    bandwidth, and on a virtual machine the host's other guests) printed beside it."""
+    from conformance.store import read_run
 
-    def wall(file: str, workers: str) -> float:
-        return timed(plugin(file, "-n", workers), folder)[0]
+    def run(file: str, workers: str) -> tuple[float, float]:
+        command = plugin(file, "-n", workers)
+        wall = timed(command, folder)[0]
+        _meta, records = read_run(folder / command[command.index("--run-dir") + 1])
+        return wall, float(records["duration_s"].sum())
 
-    fixed = min(wall("test_startup.py", "2") for _ in range(2))
+    fixed = min(run("test_startup.py", "2")[0] for _ in range(2))
     report(
         f"speed-up selection: {options.speedup_templates * 2} tests; fixed cost of a run "
         f"(2 tiny tests, -n 2): {fixed:.1f} s"
@@ -182,12 +188,14 @@ def measure_speedup(folder: Path, options: argparse.Namespace, plugin: Plugin) -
     speedups = []
     for pair in range(options.repeat):
         if pair % 2 == 0:
-            one, two = wall("test_speedup.py", "1"), wall("test_speedup.py", "2")
+            one, two = run("test_speedup.py", "1"), run("test_speedup.py", "2")
         else:
-            two, one = wall("test_speedup.py", "2"), wall("test_speedup.py", "1")
-        speedups.append(one / two)
+            two, one = run("test_speedup.py", "2"), run("test_speedup.py", "1")
+        speedups.append(one[0] / two[0])
         report(
-            f"  pair {pair + 1}: -n 1 {one:6.2f} s   -n 2 {two:6.2f} s   speed-up {one / two:.2f}x"
+            f"  pair {pair + 1}: -n 1 {one[0]:6.2f} s   -n 2 {two[0]:6.2f} s   "
+            f"speed-up {one[0] / two[0]:.2f}x   (tests' own time {one[1]:.0f} s vs "
+            f"{two[1]:.0f} s: {two[1] / one[1] - 1:+.0%} side by side)"
         )
     load = os.getloadavg()[0]
     report(
