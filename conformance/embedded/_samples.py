@@ -74,14 +74,21 @@ def noting(index: int, sample) -> Iterator[None]:
 
 
 def to_device(sample, device: str | torch.device):
-    """A copy of ``sample`` with every tensor moved to ``device`` (leaves keep requires_grad)."""
+    """A copy of ``sample`` with every tensor moved to ``device`` (leaves keep requires_grad),
+    and a ``device=`` keyword (factory functions: arange, full, randn, ...) naming it."""
 
     def move(t: Any) -> Any:
         if isinstance(t, torch.Tensor):
             return t.detach().to(device).requires_grad_(t.requires_grad)
         return t
 
-    return sample.transform(move)
+    moved = sample.transform(move)
+    named = moved.kwargs.get("device")
+    if isinstance(named, torch.device):
+        moved.kwargs["device"] = torch.device(device)
+    elif isinstance(named, str):
+        moved.kwargs["device"] = str(device)
+    return moved
 
 
 def call(fn, sample, **extra):

@@ -126,14 +126,23 @@ class TestCommon(TestCase):
         """Forward results on the device equal the CPU's on the same samples."""
         # The full selection adds the OpInfo's reference inputs (larger, edge-case values).
         reference = current_selection() == "full"
+        compared = 0
         for index, sample in enumerate(cpu_samples(op, dtype, reference=reference)):
             with noting(index, sample):
-                expected = sample.output_process_fn_grad(call(op, sample))
+                try:
+                    expected = sample.output_process_fn_grad(call(op, sample))
+                except NotImplementedError:
+                    # The CPU has no kernel for this sample (torch 2.13: antialiased
+                    # interpolation in half precision): there is nothing to compare with.
+                    continue
+                compared += 1
                 actual = call(op, to_device(sample, device))
                 for t in tensor_outputs(actual):
                     self.assertEqual(t.device.type, torch.device(device).type, msg="output device")
                 actual = sample.output_process_fn_grad(to_cpu(actual))
                 self.assertEqual(actual, to_cpu(expected))
+        if not compared:
+            self.skipTest(f"the CPU computes none of {op.name}'s samples in {dtype}")
 
     @ops(select_ops("test_out"), **dtypes_for("test_out"))
     def test_out(self, device, dtype, op):
