@@ -21,6 +21,8 @@ from conformance.errors import ConformanceError
 __all__ = ["BACKEND_KEY", "parse_shard"]
 
 BACKEND_KEY = pytest.StashKey[Any]()
+#: The pid of the xdist controller, for its workers to recognise themselves.
+_CONTROLLER_ENV = "CONFORMANCE_XDIST_CONTROLLER_PID"
 _ENV_KEY = pytest.StashKey[dict[str, str | None]]()
 
 #: The environment variable through which `conformance run` passes the user's command line.
@@ -151,7 +153,8 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     module_name = early_config.known_args_namespace.conformance_backend_module
     # An xdist controller runs no test: it only needs to know the backend, and importing
     # torch there would delay the workers' start by seconds. The workers load it.
-    load = describe_backend if _is_xdist_controller(early_config) else load_backend
+    controller = _is_xdist_controller(early_config)
+    load = describe_backend if controller else load_backend
     try:
         backend = load(device, module_name)
     except ConformanceError as exc:
@@ -162,6 +165,8 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         ("PYTORCH_TESTING_DEVICE_ONLY_FOR", backend.name, True),
         # OpInfo tests then raise the original exception, which classify() can read.
         ("PYTORCH_PRINT_REPRO_ON_FAILURE", "0", False),
+        # Tells the workers this process starts that they are its workers.
+        *([(_CONTROLLER_ENV, str(os.getpid()), True)] if controller else []),
     ):
         saved[name] = os.environ.get(name)
         if force or name not in os.environ:
@@ -170,10 +175,13 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 
 
 def _is_xdist_controller(config: pytest.Config) -> bool:
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        return False
+    """Whether this process is an xdist controller. Workers see the same arguments (-n), so
+    they are told apart as the children of the process that set _CONTROLLER_ENV; not by
+    PYTEST_XDIST_WORKER, which a pytest started from inside a worker inherits."""
     namespace = config.known_args_namespace
-    return bool(getattr(namespace, "numprocesses", None) or getattr(namespace, "tx", None))
+    if not (getattr(namespace, "numprocesses", None) or getattr(namespace, "tx", None)):
+        return False
+    return os.environ.get(_CONTROLLER_ENV) != str(os.getppid())
 
 
 def pytest_configure(config: pytest.Config) -> None:
