@@ -133,7 +133,7 @@ class Skiplist:
                 for dtype in dtypes:
                     key = tuple(dtype if a == "dtype" else values[a] for a in names)
                     index.setdefault(key if len(key) > 1 else key[0], []).append(entry)
-        # Most specific groups first; match() stops at the first group size that hits.
+        # Most specific groups first; a test's first group size that hits wins.
         for names in sorted(groups, key=len, reverse=True):
             self._fields.append((operator.attrgetter(*names), groups[names], len(names)))
         for bucket in (*self._patterns_by_file.values(), self._patterns_any):
@@ -141,39 +141,11 @@ class Skiplist:
 
     def match(self, identity: TestIdentity) -> SkipEntry | None:
         """The entry that applies to the test, or None."""
-        # Called once per collected test: kept to dict lookups in the common case.
-        exact = self._exact.get(identity.test_id)
-        if exact is not None:
-            return exact
-        best: SkipEntry | None = None
-        if self._fields:
-            best_size = 0
-            for getter, index, size in self._fields:
-                if size < best_size:
-                    break
-                hits = index.get(getter(identity))
-                if hits:
-                    for entry in hits:
-                        if best is None or entry.rank > best.rank:
-                            best, best_size = entry, size
-            if best is not None:
-                return best
-        if self._patterns_by_file:
-            bucket = self._patterns_by_file.get(identity.file)
-            # The prefilter inline: most tests of a file with patterns match none of them.
-            if bucket is not None and (
-                bucket.prefilter is None or bucket.prefilter.fullmatch(identity.test_id)
-            ):
-                best = bucket.scan(identity)
-        if self._patterns_any.entries:
-            other = self._patterns_any.best(identity)
-            if other is not None and (best is None or other.rank > best.rank):
-                return other
-        return best
+        return self.match_many([identity])[0]
 
     def match_many(self, identities: Sequence[TestIdentity]) -> list[SkipEntry | None]:
-        """``[self.match(i) for i in identities]``, batched for collection: each index is
-        probed for all tests at once (``map`` runs the lookups at C speed), and Python code
+        """The entry that applies to each test, or None, batched for collection: each index
+        is probed for all tests at once (``map`` runs the lookups at C speed), and Python code
         runs only for the tests an index hits."""
         test_ids = list(map(_test_id, identities))
         result: list[SkipEntry | None] = list(map(self._exact.get, test_ids))

@@ -1,4 +1,4 @@
-"""The batched matcher used at collection gives the same entry as matching one by one."""
+"""The batched matcher used at collection picks the entry that ``match_all`` ranks first."""
 
 from __future__ import annotations
 
@@ -82,7 +82,9 @@ def layered_lists(draw: st.DrawFn) -> tuple[list[str], list[TestIdentity]]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(layered_lists())
-def test_match_many_agrees_with_match(case: tuple[list[str], list[TestIdentity]]) -> None:
+def test_match_many_picks_what_match_all_ranks_first(
+    case: tuple[list[str], list[TestIdentity]],
+) -> None:
     layers, tests = case
     with tempfile.TemporaryDirectory() as scratch:
         paths = []
@@ -94,9 +96,9 @@ def test_match_many_agrees_with_match(case: tuple[list[str], list[TestIdentity]]
             skiplist = skiplists.load(paths, backend="emu", torch_version="2.13.0")
         except SkiplistError:
             assume(False)  # duplicates within a layer: the loader's business, tested elsewhere
-    one_by_one = [skiplist.match(test) for test in tests]
-    assert skiplist.match_many(tests) == one_by_one
-    for test, entry in zip(tests, one_by_one, strict=True):
+    batched = skiplist.match_many(tests)
+    assert [skiplist.match(test) for test in tests] == batched
+    for test, entry in zip(tests, batched, strict=True):
         every = skiplist.match_all(test)
         assert (entry is None) == (not every)
         if entry is not None:
