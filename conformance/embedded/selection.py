@@ -181,7 +181,8 @@ def max_samples(selection: str | None = None) -> int | None:
     return SMOKE_MAX_SAMPLES if (selection or current_selection()) == "smoke" else None
 
 
-def _aten_packet(op) -> torch._ops.OpOverloadPacket | None:
+def aten_packet(op) -> torch._ops.OpOverloadPacket | None:
+    """The ATen operator (all overloads) an OpInfo tests, or None for Python compositions."""
     # OpInfo.aten_name is upstream's own mapping from an OpInfo to its ATen operator
     # (it defaults to the OpInfo name); a few OpInfos name an overload directly.
     names = [op.aten_name, op.name.rsplit(".", 1)[-1]]
@@ -200,7 +201,7 @@ def is_core_op(op) -> bool:
     compositions with no ATen operator of that name (``nn.functional.normalize``,
     reverse dunder ops, window functions) are not core.
     """
-    packet = _aten_packet(op)
+    packet = aten_packet(op)
     if packet is None:
         return False
     return any(torch.Tag.core in getattr(packet, name).tags for name in packet.overloads())

@@ -15,7 +15,10 @@ Naming:
 
 from __future__ import annotations
 
+import functools
+
 import torch
+from torch.autograd.gradcheck import GradcheckError
 from torch.testing._internal.common_device_type import instantiate_device_type_tests, ops
 from torch.testing._internal.common_utils import TestCase, run_tests
 from torch.utils._pytree import tree_flatten, tree_unflatten
@@ -38,7 +41,11 @@ class TestCompareCpuGradients(TestCase):
         """The gradient on the device equals the CPU's for the same samples and cotangents."""
         for index, cpu_sample in enumerate(cpu_samples(op, dtype, requires_grad=True)):
             with noting(index, cpu_sample):
-                expected = backward_grads(call(op, cpu_sample), cpu_sample)
+                # The reference too runs on a copy. Some samples hold a view of another
+                # tensor made outside autograd (istft's window[:8]), and autograd gives
+                # such a view no grad of its own; copies are fresh leaves on both sides.
+                reference = to_device(cpu_sample, "cpu")
+                expected = backward_grads(call(op, reference), reference)
                 sample = to_device(cpu_sample, device)
                 actual = backward_grads(call(op, sample), sample)
                 self.assertEqual(actual, expected)
@@ -70,22 +77,31 @@ class TestFwdGradients(TestCase):
                     out = op.gradcheck_wrapper(op.get_op(), inp, *args, **kwargs)
                     return sample.output_process_fn_grad(out)
 
-                self.assertTrue(
-                    torch.autograd.gradcheck(
-                        fn,
-                        tuple(leaves[i] for i in positions),
-                        check_forward_ad=True,
-                        check_backward_ad=False,
-                        check_undefined_grad=False,
-                        check_batched_grad=False,
-                        # As upstream: also vmapped forward grads, where the op claims them.
-                        check_batched_forward_grad=op.check_batched_forward_grad,
-                        nondet_tol=op.gradcheck_nondet_tol,
-                        # Fast mode checks a random projection of the Jacobian: the same
-                        # property at a fraction of the cost on a slow backend.
-                        fast_mode=True,
-                    )
+                inputs = tuple(leaves[i] for i in positions)
+                check = functools.partial(
+                    torch.autograd.gradcheck,
+                    fn,
+                    inputs,
+                    check_forward_ad=True,
+                    check_backward_ad=False,
+                    check_undefined_grad=False,
+                    check_batched_grad=False,
+                    # As upstream: also vmapped forward grads, where the op claims them.
+                    check_batched_forward_grad=op.check_batched_forward_grad,
+                    nondet_tol=op.gradcheck_nondet_tol,
                 )
+                # Fast mode (upstream's default unless the OpInfo says otherwise) checks a
+                # random projection of the Jacobian: the same property at a fraction of
+                # the cost. Its finite difference along a random direction is inexact for
+                # large inputs (logsumexp's samples near 1e6), so a fast-mode mismatch is
+                # confirmed with the full Jacobian before it counts, as gradcheck advises.
+                fast = op.gradcheck_fast_mode is not False
+                try:
+                    self.assertTrue(check(fast_mode=fast))
+                except GradcheckError:
+                    if not fast:
+                        raise
+                    self.assertTrue(check(fast_mode=False))
 
 
 instantiate_device_type_tests(TestCompareCpuGradients, globals())
