@@ -41,5 +41,9 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
     ),
     "test_ops_gradients.py": ("test_fn_grad_compare_cpu", "test_forward_mode_AD"),
     "test_modules.py": ("test_forward", "test_cpu_gpu_parity"),
-    "test_optim.py": ("test_step_matches_cpu",),
+    "test_optim.py": (
+        "test_step_matches_cpu",
+        "test_foreach_matches_forloop",
+        "test_fused_matches_forloop",
+    ),
 }

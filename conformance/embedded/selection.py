@@ -277,7 +277,14 @@ _DTYPES: dict[str, dict[str, tuple[OpDTypes, tuple[torch.dtype, ...] | None]]] =
         "core": (OpDTypes.supported, (_F32, _F64)),
         "full": (OpDTypes.supported, (_F32, _F64)),
     },
-    "test_step_matches_cpu": {s: (OpDTypes.supported, (_F32,)) for s in SELECTIONS},
+    **{
+        name: {s: (OpDTypes.supported, (_F32,)) for s in SELECTIONS}
+        for name in (
+            "test_step_matches_cpu",
+            "test_foreach_matches_forloop",
+            "test_fused_matches_forloop",
+        )
+    },
 }
 
 
@@ -327,14 +334,22 @@ def select_modules(selection: str | None = None, modules: Sequence = module_db) 
     return [m for m in modules if m.name in SMOKE_MODULES]
 
 
-def select_optimizers(selection: str | None = None, optims: Sequence = optim_db) -> list:
-    """The OptimizerInfos the optimizer template runs over.
+def select_optimizers(
+    selection: str | None = None, optims: Sequence = optim_db, implementation: str | None = None
+) -> list:
+    """The OptimizerInfos the optimizer templates run over.
 
-    Optimizers that only accept sparse gradients (SparseAdam) are left out: the template
-    steps dense parameters.
+    ``implementation`` (``"foreach"``, ``"fused"``) keeps the optimizers that have it.
+    Optimizers that only accept sparse gradients (SparseAdam) are left out: the templates
+    step dense parameters.
     """
     selection = selection or current_selection()
-    chosen = [o for o in optims if not o.only_supports_sparse_grads]
+    chosen = [
+        o
+        for o in optims
+        if not o.only_supports_sparse_grads
+        and (implementation is None or implementation in o.supported_impls)
+    ]
     if selection != "smoke":
         return chosen
     names = {o.optim_cls.__name__ for o in optims}

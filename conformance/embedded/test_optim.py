@@ -1,15 +1,23 @@
-"""Optimizer template over ``optim_db``: optimizer steps on the device against the CPU.
+"""Optimizer templates over ``optim_db``: optimizer steps on the device against the CPU.
 
-Naming: the class is ``TestOptimRenewed``, upstream's class in ``test/test_optim.py``, so
-class-wide OptimizerInfo decorators apply; the template itself, ``test_step_matches_cpu``,
-has no upstream namesake (upstream compares implementations with each other, not devices),
-so only decorators aimed at the whole class reach it.
-
-Each optimizer configuration from the OptimizerInfo's ``optim_inputs_func`` (except the
-``fused`` and ``capturable`` ones, which are accelerator-specific implementations) takes
-three steps on a small least-squares problem, once on the CPU and once on the device with
+Each optimizer configuration from the OptimizerInfo's ``optim_inputs_func`` takes three
+steps on a small least-squares problem, once on the CPU and once on the device with
 identical starting parameters; parameters must agree after every step. The loss and its
-gradient are computed on each side, so the step runs the backend's ops end to end.
+gradient are computed on each side, so a step runs the backend's ops end to end. The CPU
+side always runs the for-loop implementation.
+
+- ``test_step_matches_cpu`` (no upstream namesake: upstream compares implementations with
+  each other, not devices): the device runs the for-loop implementation too.
+- ``test_foreach_matches_forloop`` and ``test_fused_matches_forloop`` carry upstream's
+  names and check their property, that the multi-tensor (``foreach=True``) and fused
+  (``fused=True``) implementations give the for-loop's parameters, with the CPU's for-loop
+  as the reference, which ``test_step_matches_cpu`` ties to the device's. The
+  OptimizerInfos' decorators for those tests therefore apply. Fused runs on every device
+  type torch allows fused kernels on (a PrivateUse1 backend included), not only on those
+  the OptimizerInfo lists: a backend learns which fused kernels it lacks.
+
+Configurations that choose an implementation themselves (``fused``, ``foreach``,
+``capturable``, ``differentiable``) are left out; the templates choose it.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import torch
 from torch.testing._internal.common_device_type import instantiate_device_type_tests
 from torch.testing._internal.common_optimizers import optims
 from torch.testing._internal.common_utils import TestCase, run_tests
+from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 
 from conformance.embedded._samples import SEED
 from conformance.embedded.selection import dtypes_for, select_optimizers
@@ -58,22 +67,52 @@ def _run(optim_cls, kwargs, dtype, device) -> list[list[torch.Tensor]]:
     return history
 
 
+#: Optimizer keyword arguments that choose an implementation.
+_IMPLEMENTATION_KWARGS = ("fused", "foreach", "capturable", "differentiable")
+
+
 class TestOptimRenewed(TestCase):
     exact_dtype = True
 
-    @optims(select_optimizers(), dtypes=dtypes_for("test_step_matches_cpu")["allowed_dtypes"])
-    def test_step_matches_cpu(self, device, dtype, optim_info):
-        """Each configuration's steps give the CPU's parameters after every step."""
+    def _check_matches_cpu(self, optim_info, device, dtype, implementation: dict) -> None:
+        """Every plain configuration with ``implementation`` on the device gives the CPU's
+        for-loop parameters after every step."""
         checked = 0
         for optim_input in optim_info.optim_inputs_func(device=device, dtype=dtype):
             kwargs = dict(optim_input.kwargs)
-            if kwargs.get("fused") or kwargs.get("capturable"):
+            if any(kwargs.get(k) for k in _IMPLEMENTATION_KWARGS):
                 continue
-            expected = _run(optim_info.optim_cls, kwargs, dtype, "cpu")
-            actual = _run(optim_info.optim_cls, kwargs, dtype, device)
+            forloop = {"foreach": False} if "foreach" in optim_info.supported_impls else {}
+            expected = _run(optim_info.optim_cls, {**kwargs, **forloop}, dtype, "cpu")
+            actual = _run(optim_info.optim_cls, {**kwargs, **implementation}, dtype, device)
             self.assertEqual(actual, expected, msg=optim_input.desc)
             checked += 1
         self.assertGreater(checked, 0, msg="no optimizer configuration was checked")
+
+    @optims(select_optimizers(), dtypes=dtypes_for("test_step_matches_cpu")["allowed_dtypes"])
+    def test_step_matches_cpu(self, device, dtype, optim_info):
+        """Each configuration's for-loop steps give the CPU's parameters after every step."""
+        forloop = {"foreach": False} if "foreach" in optim_info.supported_impls else {}
+        self._check_matches_cpu(optim_info, device, dtype, forloop)
+
+    @optims(
+        select_optimizers(implementation="foreach"),
+        dtypes=dtypes_for("test_foreach_matches_forloop")["allowed_dtypes"],
+    )
+    def test_foreach_matches_forloop(self, device, dtype, optim_info):
+        """The multi-tensor implementation gives the for-loop's parameters."""
+        self._check_matches_cpu(optim_info, device, dtype, {"foreach": True})
+
+    @optims(
+        select_optimizers(implementation="fused"),
+        dtypes=dtypes_for("test_fused_matches_forloop")["allowed_dtypes"],
+    )
+    def test_fused_matches_forloop(self, device, dtype, optim_info):
+        """The fused implementation gives the for-loop's parameters."""
+        device_type = torch.device(device).type
+        if device_type not in _get_fused_kernels_supported_devices():
+            self.skipTest(f"torch allows no fused optimizer kernels on {device_type}")
+        self._check_matches_cpu(optim_info, device, dtype, {"fused": True})
 
 
 instantiate_device_type_tests(TestOptimRenewed, globals())
