@@ -145,8 +145,14 @@ def render_entries(entries: Sequence[Mapping[str, Any]]) -> str:
 
 
 def unified_diff(old: str, new: str, path: Path) -> str:
-    """A unified diff between two versions of a file, "" when they are equal."""
-    name = path.as_posix()
+    """A unified diff between two versions of a file, "" when they are equal.
+
+    Paths are relative to the working directory when the file is under it (so
+    ``git apply`` and ``patch -p1`` take the diff as it is)."""
+    try:
+        name = path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        name = path.as_posix().lstrip("/")
     return "".join(
         difflib.unified_diff(
             old.splitlines(keepends=True),

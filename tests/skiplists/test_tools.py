@@ -242,8 +242,11 @@ def test_update_adds_failures_and_marks_passes_keeping_comments(files: tuple[Pat
     assert path.read_text() == before
 
 
-def test_update_prune_drops_passing_ids_and_entries(files: tuple[Path, Path], capsys) -> None:
+def test_update_prune_drops_passing_ids_and_entries(
+    files: tuple[Path, Path], capsys, monkeypatch
+) -> None:
     path, run_dir = files
+    monkeypatch.chdir(path.parent)
     assert (
         cli("update", "--from", run_dir, "--skiplist", path, "--to", path, "--prune", "--dry-run")
         == 0
@@ -253,6 +256,8 @@ def test_update_prune_drops_passing_ids_and_entries(files: tuple[Path, Path], ca
     assert '-    "test_ops.py::TestCommon::test_out_cumsum_float64",' in diff
     assert "-pattern = 'test_ops\\.py::TestCommon::test_noncontiguous_.*'" in diff
     assert "+# added from run run-1" in diff
+    # Paths relative to the working directory, as git apply and patch -p1 take them.
+    assert diff.startswith(f"--- a/{path.name}\n+++ b/{path.name}\n")
 
 
 @pytest.mark.slow  # parse_nodeid loads torch's op database
