@@ -20,10 +20,13 @@ Two entry points:
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from conformance.embedded import SUITE_DIR
 from conformance.model import TestIdentity
 
 if TYPE_CHECKING:
@@ -160,7 +163,28 @@ def _find_parametrized(stem: str) -> tuple[str, str, str, str] | None:
     return None
 
 
-def parse_nodeid(nodeid: str, device_names: Iterable[str]) -> TestIdentity:
+@functools.lru_cache(maxsize=256)
+def _test_file(file: str, rootdir: str | None) -> str:
+    """``file`` as test_ids name it. The embedded suite's files are named relative to the
+    suite folder whatever pytest's rootdir was (an editable install makes it the
+    repository), so skiplists match; other files as pytest names them."""
+    if rootdir is None:
+        return file
+    path = Path(os.path.realpath(os.path.join(rootdir, file)))
+    try:
+        return path.relative_to(SUITE_DIR).as_posix()
+    except ValueError:
+        return file
+
+
+def _rootdir(item: Any) -> str | None:
+    config = getattr(item, "config", None)
+    return str(config.rootpath) if config is not None else None
+
+
+def parse_nodeid(
+    nodeid: str, device_names: Iterable[str], rootdir: str | os.PathLike | None = None
+) -> TestIdentity:
     """Identity of a test from its pytest nodeid alone.
 
     ``device_names`` are the device tokens to remove (``("emu", "privateuse1", "cpu")``);
@@ -170,13 +194,14 @@ def parse_nodeid(nodeid: str, device_names: Iterable[str]) -> TestIdentity:
     dtype suffix (one or more dtypes after the device) goes to ``dtype``, ``_``-joined;
     ``@ops``/``@modules`` names go to ``op`` and ``variant``; text after the op goes to
     ``params``. ``test_id`` is ``file::GenericClass::name`` without the device token.
-    Raises ValueError for an empty nodeid.
+    With ``rootdir`` (pytest's, which the nodeid is relative to), a file of the embedded
+    suite is named relative to the suite folder. Raises ValueError for an empty nodeid.
     """
     if not nodeid or not nodeid.strip():
         raise ValueError("parse_nodeid: empty nodeid")
     devices = _normalise_devices(device_names)
     parts = nodeid.split("::")
-    file = parts[0]
+    file = _test_file(parts[0], None if rootdir is None else os.fspath(rootdir))
     name = parts[-1] if len(parts) > 1 else ""
     test_class = "::".join(parts[1:-1])
 
@@ -276,11 +301,12 @@ def identity_from_item(item: Any, device_names: Iterable[str]) -> TestIdentity:
     through :func:`parse_nodeid`.
     """
     nodeid: str = item.nodeid
+    rootdir = _rootdir(item)
     cls = getattr(item, "cls", None)
     function = getattr(item, "obj", None)
     kwargs = _param_kwargs(function) if cls is not None else None
     if kwargs is None:
-        return parse_nodeid(nodeid, device_names)
+        return parse_nodeid(nodeid, device_names, rootdir)
     name = nodeid.rsplit("::", 1)[-1]
     template = getattr(function, "__name__", "")
     dtype = _dtype_field(kwargs)
@@ -288,12 +314,12 @@ def identity_from_item(item: Any, device_names: Iterable[str]) -> TestIdentity:
     if generic is None:
         # instantiate_parametrized_tests: "{template}_{suffix}" in the class itself.
         if not (template and name.startswith(template + "_")):
-            return parse_nodeid(nodeid, device_names)
-        file = nodeid.split("::", 1)[0]
+            return parse_nodeid(nodeid, device_names, rootdir)
+        file = _test_file(nodeid.split("::", 1)[0], rootdir)
         op, variant, params = _parametrized_fields(kwargs, name)
         return TestIdentity(
             nodeid=nodeid,
-            test_id=nodeid,
+            test_id=file + nodeid[nodeid.index("::") :],
             file=file,
             test_class=cls.__name__,
             template=template,
@@ -311,10 +337,10 @@ def identity_from_item(item: Any, device_names: Iterable[str]) -> TestIdentity:
         and name.endswith(tail)
         and len(name) >= len(template) + len(tail)
     ):
-        return parse_nodeid(nodeid, device_names)
+        return parse_nodeid(nodeid, device_names, rootdir)
     stem = name[: len(name) - len(tail)]
     op, variant, params = _parametrized_fields(kwargs, stem)
-    file = nodeid.split("::", 1)[0]
+    file = _test_file(nodeid.split("::", 1)[0], rootdir)
     return TestIdentity(
         nodeid=nodeid,
         test_id=f"{file}::{generic}::{stem}" + (f"_{dtype}" if dtype else ""),

@@ -133,7 +133,7 @@ class RunRecorder:
             self.config.hook.pytest_conformance_record(record=record, config=self.config)
 
     def _parse_identity(self, nodeid: str) -> TestIdentity:
-        return parse_nodeid(nodeid, self.backend.device_names)
+        return parse_nodeid(nodeid, self.backend.device_names, self.config.rootpath)
 
     # -- the end ----------------------------------------------------------------------------
 

@@ -307,3 +307,40 @@ def test_items_without_torch_structure_use_the_parser() -> None:
         _PlainItem("test_ops.py::TestCommonEMU::test_out_add_emu_float32"), DEVICES
     )
     assert identity == parse_nodeid("test_ops.py::TestCommonEMU::test_out_add_emu_float32", DEVICES)
+
+
+def test_embedded_suite_files_are_named_from_the_suite_folder_whatever_the_rootdir() -> None:
+    from conformance.embedded import SUITE_DIR
+
+    repo = SUITE_DIR.parent.parent  # an editable install: pytest's rootdir is the repository
+    nodeid = "conformance/embedded/test_ops.py::TestCommonCPU::test_out_sin_cpu_float32"
+    identity = parse_nodeid(nodeid, DEVICES, rootdir=repo)
+    assert identity.test_id == "test_ops.py::TestCommon::test_out_sin_float32"
+    assert identity.file == "test_ops.py" and identity.nodeid == nodeid
+    # Run from the suite folder, and files outside it, are named as pytest names them.
+    assert (
+        parse_nodeid(
+            "test_ops.py::TestCommonCPU::test_out_sin_cpu_float32", DEVICES, rootdir=SUITE_DIR
+        ).test_id
+        == identity.test_id
+    )
+    other = parse_nodeid(
+        "test/test_ops.py::TestCommonCPU::test_out_sin_cpu_float32", DEVICES, rootdir=repo
+    )
+    assert other.test_id == "test/test_ops.py::TestCommon::test_out_sin_float32"
+
+
+def test_items_of_the_embedded_suite_collected_from_elsewhere_keep_their_test_ids(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conformance.embedded import SELECTION_ENV, SUITE_DIR
+
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv(SELECTION_ENV, "smoke")
+    monkeypatch.setenv("PYTORCH_TESTING_DEVICE_ONLY_FOR", "cpu")
+    items, _ = pytester.inline_genitems(str(SUITE_DIR / "test_optim.py"))
+    assert items
+    for item in items:
+        identity = identity_from_item(item, DEVICES)
+        assert identity.file == "test_optim.py", item.nodeid
+        assert identity.test_id.startswith("test_optim.py::TestOptimRenewed::"), item.nodeid
