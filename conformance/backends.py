@@ -15,12 +15,14 @@ backend package may offer"): ``__version__``, ``lowerings()``, ``fallback_counts
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
 import re
 import sys
-from collections.abc import Callable, Sequence
+import traceback
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -66,11 +68,27 @@ def registered_backend_name() -> str:
     return torch._C._get_privateuse1_backend_name()
 
 
+@contextlib.contextmanager
+def _backend_code(what: str, where: str) -> Iterator[None]:
+    """Turns an exception raised by a backend's own code (its import, its registration)
+    into a ConfigError naming what failed, the exception, and the line that raised it."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except Exception as exc:
+        frames = traceback.extract_tb(exc.__traceback__)
+        at = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+        raise ConfigError(f"{what}: {type(exc).__name__}: {exc}{at}", where=where) from exc
+
+
 def load_backend(device_type: str, module_name: str | None = None) -> Backend:
     """Load the backend for ``device_type`` so that its device can be used and its test
     classes instantiated; ConfigError (naming the device and what was tried) when no
-    installed backend provides it."""
-    import torch
+    installed backend provides it, or when loading it raises."""
+    # torch imports every installed backend (torch.backends entry points) as it loads.
+    with _backend_code("import torch failed while it loaded the installed backends", "torch"):
+        import torch
 
     if not device_type or not device_type.isidentifier():
         raise ConfigError(f"invalid device type {device_type!r}", where="--device")
@@ -90,16 +108,16 @@ def load_backend(device_type: str, module_name: str | None = None) -> Backend:
 
     package: ModuleType | None = None
     if module_name:
-        try:
+        with _backend_code(f"cannot import {module_name!r}", "--backend-module"):
             package = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise ConfigError(
-                f"cannot import {module_name!r}: {exc}", where="--backend-module"
-            ) from exc
     entry_point = _entry_point_for(device_type, registered=registered_backend_name() == device_type)
     if registered_backend_name() != device_type and entry_point is not None:
         # Autoload was off (TORCH_DEVICE_BACKEND_AUTOLOAD=0): load the entry point ourselves.
-        entry_point.load()()
+        with _backend_code(
+            f"loading {entry_point.value!r} failed",
+            f"torch.backends entry point {entry_point.name!r}",
+        ):
+            entry_point.load()()
     if registered_backend_name() != device_type:
         installed = sorted(
             ep.name for ep in importlib.metadata.entry_points(group=_ENTRY_POINT_GROUP)

@@ -24,6 +24,8 @@ BACKEND_KEY = pytest.StashKey[Any]()
 #: The pid of the xdist controller, for its workers to recognise themselves.
 _CONTROLLER_ENV = "CONFORMANCE_XDIST_CONTROLLER_PID"
 _ENV_KEY = pytest.StashKey[dict[str, str | None]]()
+#: In an xdist worker whose backend failed to load: the error, for the controller to report.
+_LOAD_ERROR_KEY = pytest.StashKey[str]()
 
 #: The environment variable through which `conformance run` passes the user's command line.
 COMMAND_ENV = "CONFORMANCE_COMMAND"
@@ -158,6 +160,11 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     try:
         backend = load(device, module_name)
     except ConformanceError as exc:
+        if _is_xdist_worker(early_config):
+            # Raised here, the error would come back as one long traceback per worker
+            # start; the worker collects nothing instead and the controller reports it once.
+            early_config.stash[_LOAD_ERROR_KEY] = str(exc)
+            return
         raise pytest.UsageError(str(exc)) from None
     early_config.stash[BACKEND_KEY] = backend
     saved = {}
@@ -184,7 +191,20 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
     return os.environ.get(_CONTROLLER_ENV) != str(os.getppid())
 
 
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return getattr(config, "workerinput", None) is not None or (
+        os.environ.get(_CONTROLLER_ENV) == str(os.getppid())
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if _LOAD_ERROR_KEY in config.stash:
+        from conformance.worker import BackendLoadFailure
+
+        config.pluginmanager.register(
+            BackendLoadFailure(config, config.stash[_LOAD_ERROR_KEY]), "conformance-load-failure"
+        )
+        return
     if not config.option.conformance_device or BACKEND_KEY not in config.stash:
         return
     if config.option.collectonly:

@@ -21,7 +21,12 @@ from conformance.model import ResultRecord, TestIdentity
 from conformance.outcome import OutcomeMerger
 from conformance.store import RunWriter, utc_now
 from conformance.watchdog import timed_out_nodeids
-from conformance.worker import OUTPUT_BACKEND, OUTPUT_COLLECTED, OUTPUT_DESELECTED
+from conformance.worker import (
+    OUTPUT_BACKEND,
+    OUTPUT_COLLECTED,
+    OUTPUT_DESELECTED,
+    OUTPUT_LOAD_ERROR,
+)
 
 __all__ = ["WORKER_RESUME_COUNT", "WORKER_RUN_DIR", "WORKER_RUN_ID", "RunRecorder"]
 
@@ -51,6 +56,8 @@ class RunRecorder:
         self.resume_count = len(writer.recorded)
         self.collected = 0
         self.written = 0
+        #: Set when xdist workers could not load the backend (they then ran nothing).
+        self.load_error = ""
         self.merger = OutcomeMerger(
             run_id=self.run_id,
             device=backend.name,
@@ -74,6 +81,7 @@ class RunRecorder:
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         # A worker that died sends no output; the workers that finish carry the same lists.
         output = getattr(node, "workeroutput", None) or {}
+        self.load_error = self.load_error or output.get(OUTPUT_LOAD_ERROR, "")
         if OUTPUT_COLLECTED in output:
             self.add_collection(int(output[OUTPUT_COLLECTED]), output.get(OUTPUT_DESELECTED, ()))
         loaded = output.get(OUTPUT_BACKEND) or {}
@@ -142,10 +150,13 @@ class RunRecorder:
         collected = max(self.collected, self.writer.meta.collected)
         # Complete when every collected test has a record: an interrupted session, or
         # xdist giving up after too many crashed workers, leaves tests to resume.
-        complete = len(self.writer.recorded) >= collected and exitstatus not in (
-            pytest.ExitCode.INTERRUPTED,
-            pytest.ExitCode.INTERNAL_ERROR,
+        complete = (
+            len(self.writer.recorded) >= collected
+            and exitstatus not in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+            and not self.load_error
         )
+        if self.load_error:
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
         self.writer.close(complete=complete, collected=collected, end_time=utc_now())
 
     @pytest.hookimpl
@@ -159,6 +170,8 @@ class RunRecorder:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         meta = self.writer.meta
         terminalreporter.write_sep("-", "conformance")
+        if self.load_error:
+            terminalreporter.write_line(f"ERROR: in the workers: {self.load_error}", red=True)
         terminalreporter.write_line(
             f"{self.written} outcomes recorded for {meta.backend} in {Path(self.run_dir)}"
         )

@@ -36,13 +36,36 @@ from conformance.watchdog import Watchdog, note_timeout
 if TYPE_CHECKING:
     from conformance.session import RunRecorder
 
-__all__ = ["TestRunAgent"]
+__all__ = ["BackendLoadFailure", "TestRunAgent"]
 
 #: Keys in ``config.workeroutput`` read by the controller when a worker finishes.
 OUTPUT_DESELECTED = "conformance_deselected"
 OUTPUT_COLLECTED = "conformance_collected"
 #: The backend as the worker loaded it: the controller only described it (no import).
 OUTPUT_BACKEND = "conformance_backend"
+#: Why the worker could not load the backend (it then ran nothing).
+OUTPUT_LOAD_ERROR = "conformance_load_error"
+
+
+class BackendLoadFailure:
+    """Registered instead of the agent in an xdist worker whose backend failed to load: the
+    worker collects nothing (so imports no test module) and hands the error to the
+    controller, which reports it once and fails the run."""
+
+    def __init__(self, config: pytest.Config, message: str) -> None:
+        self.config = config
+        self.message = message
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> pytest.CollectReport:
+        # An empty report for the session itself: no file is collected, none imported.
+        return pytest.CollectReport(collector.nodeid, "passed", None, [])
+
+    @pytest.hookimpl
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        output = getattr(self.config, "workeroutput", None)
+        if output is not None:
+            output[OUTPUT_LOAD_ERROR] = self.message
 
 
 class TestRunAgent:

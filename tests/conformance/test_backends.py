@@ -127,3 +127,16 @@ def test_an_xdist_controller_never_imports_torch(pytester: pytest.Pytester):
     meta = json.loads((pytester.path / "run" / "meta.json").read_text())
     assert meta["backend_git"] == meta["torch_git"] == torch.version.git_version
     assert meta["collected"] == 1
+
+
+def test_a_backend_that_raises_while_loading_is_named_with_the_line(tmp_path, monkeypatch):
+    (tmp_path / "broken_backend_pkg.py").write_text(
+        "import os\nraise RuntimeError('driver not found: libbrk.so')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError) as info:
+        load_backend("brk", "broken_backend_pkg")
+    message = str(info.value)
+    assert message.startswith("--backend-module: cannot import 'broken_backend_pkg': ")
+    assert "RuntimeError: driver not found: libbrk.so" in message
+    assert f"(at {tmp_path / 'broken_backend_pkg.py'}:2)" in message

@@ -255,3 +255,38 @@ def test_a_killed_run_resumes_without_losing_or_repeating_a_record(pytester: pyt
     assert rows.loc["test_killed.py::test_5", "outcome"] == "passed"
     kept = frame[frame["nodeid"].isin(before["nodeid"])].reset_index(drop=True)
     assert kept.equals(before)
+
+
+@pytest.mark.slow
+def test_a_backend_that_fails_to_load_in_the_workers_is_reported_once(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+):
+    # The controller only describes the backend; the workers import it, and fail.
+    pytester.makepyfile(
+        broken_backend_pkg="raise RuntimeError('driver not found: libbrk.so')\n",
+        test_never_runs="def test_a():\n    pass\n",
+    )
+    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    result = pytester.runpytest_subprocess(
+        "--device",
+        "brk",
+        "--backend-module",
+        "broken_backend_pkg",
+        "--run-dir",
+        "run",
+        "-n",
+        "2",
+        "-p",
+        "no:cacheprovider",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    out = result.stdout.str() + result.stderr.str()
+    lines = [line for line in out.splitlines() if "driver not found" in line]
+    assert lines == [
+        "ERROR: in the workers: --backend-module: cannot import 'broken_backend_pkg': "
+        "RuntimeError: driver not found: libbrk.so "
+        f"(at {pytester.path / 'broken_backend_pkg.py'}:1)"
+    ]
+    assert "Traceback" not in out
+    meta, frame = read_run(pytester.path / "run")
+    assert len(frame) == 0 and not meta.complete
