@@ -176,8 +176,10 @@ class RunRecorder:
             f"{self.written} outcomes recorded for {meta.backend} in {Path(self.run_dir)}"
         )
         if not meta.complete:
+            first = "once the backend loads, " if self.load_error else ""
             terminalreporter.write_line(
-                f"the run is incomplete: finish it with --resume {self.run_dir}", yellow=True
+                f"the run is incomplete: {first}finish it with --resume {self.run_dir}",
+                yellow=True,
             )
         if meta.expected is not None and meta.collected < meta.expected:
             terminalreporter.write_line(

@@ -288,5 +288,6 @@ def test_a_backend_that_fails_to_load_in_the_workers_is_reported_once(
         f"(at {pytester.path / 'broken_backend_pkg.py'}:1)"
     ]
     assert "Traceback" not in out
+    assert "the run is incomplete: once the backend loads, finish it with --resume run" in out
     meta, frame = read_run(pytester.path / "run")
     assert len(frame) == 0 and not meta.complete
