@@ -160,7 +160,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     try:
         backend = load(device, module_name)
     except ConformanceError as exc:
-        if _is_xdist_worker(early_config):
+        if _is_xdist_worker():
             # Raised here, the error would come back as one long traceback per worker
             # start; the worker collects nothing instead and the controller reports it once.
             early_config.stash[_LOAD_ERROR_KEY] = str(exc)
@@ -188,13 +188,12 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
     namespace = config.known_args_namespace
     if not (getattr(namespace, "numprocesses", None) or getattr(namespace, "tx", None)):
         return False
-    return os.environ.get(_CONTROLLER_ENV) != str(os.getppid())
+    return not _is_xdist_worker()
 
 
-def _is_xdist_worker(config: pytest.Config) -> bool:
-    return getattr(config, "workerinput", None) is not None or (
-        os.environ.get(_CONTROLLER_ENV) == str(os.getppid())
-    )
+def _is_xdist_worker() -> bool:
+    # Also before xdist sets config.workerinput, which it does only after configuration.
+    return os.environ.get(_CONTROLLER_ENV) == str(os.getppid())
 
 
 def pytest_configure(config: pytest.Config) -> None:

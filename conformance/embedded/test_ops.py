@@ -227,15 +227,14 @@ class TestCommon(TestCase):
         function called without ``dtype=`` (or ``device=``) takes the out's dtype (device),
         so only with the keyword must a mismatching out be rejected.
         """
+        returns_out = not _out_returns_nothing(op)
         for index, cpu_sample in enumerate(cpu_samples(op, dtype)):
             with noting(index, cpu_sample):
                 sample = to_device(cpu_sample, device)
-                result = call(op, sample)
-                expected = _outputs_for_out(result)
+                expected = _outputs_for_out(call(op, sample))
                 if expected is None:
                     continue
                 expected_cpu = to_cpu(expected)
-                returns_out = not _out_returns_nothing(op)
 
                 # Correct metadata, garbage values: the garbage must be overwritten, the very
                 # tensors passed are returned, and nothing is resized (so nothing warns).

@@ -71,6 +71,11 @@ def _run(optim_cls, kwargs, dtype, device) -> list[list[torch.Tensor]]:
 _IMPLEMENTATION_KWARGS = ("fused", "foreach", "capturable", "differentiable")
 
 
+def _forloop(optim_info) -> dict:
+    """The keyword choosing the for-loop implementation, for optimizers that have others."""
+    return {"foreach": False} if "foreach" in optim_info.supported_impls else {}
+
+
 class TestOptimRenewed(TestCase):
     exact_dtype = True
 
@@ -82,8 +87,7 @@ class TestOptimRenewed(TestCase):
             kwargs = dict(optim_input.kwargs)
             if any(kwargs.get(k) for k in _IMPLEMENTATION_KWARGS):
                 continue
-            forloop = {"foreach": False} if "foreach" in optim_info.supported_impls else {}
-            expected = _run(optim_info.optim_cls, {**kwargs, **forloop}, dtype, "cpu")
+            expected = _run(optim_info.optim_cls, {**kwargs, **_forloop(optim_info)}, dtype, "cpu")
             actual = _run(optim_info.optim_cls, {**kwargs, **implementation}, dtype, device)
             self.assertEqual(actual, expected, msg=optim_input.desc)
             checked += 1
@@ -92,8 +96,7 @@ class TestOptimRenewed(TestCase):
     @optims(select_optimizers(), dtypes=dtypes_for("test_step_matches_cpu")["allowed_dtypes"])
     def test_step_matches_cpu(self, device, dtype, optim_info):
         """Each configuration's for-loop steps give the CPU's parameters after every step."""
-        forloop = {"foreach": False} if "foreach" in optim_info.supported_impls else {}
-        self._check_matches_cpu(optim_info, device, dtype, forloop)
+        self._check_matches_cpu(optim_info, device, dtype, _forloop(optim_info))
 
     @optims(
         select_optimizers(implementation="foreach"),
