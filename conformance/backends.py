@@ -68,18 +68,70 @@ def registered_backend_name() -> str:
     return torch._C._get_privateuse1_backend_name()
 
 
+#: How a dynamic loader says a library needs a symbol no loaded library defines (glibc's
+#: dlopen, its lazy binding, macOS's dyld).
+_MISSING_SYMBOL = re.compile(r"undefined symbol|symbol not found|symbol lookup error", re.I)
+
+
 @contextlib.contextmanager
 def _backend_code(what: str, where: str) -> Iterator[None]:
     """Turns an exception raised by a backend's own code (its import, its registration)
-    into a ConfigError naming what failed, the exception, and the line that raised it."""
+    into a ConfigError naming what failed, the exception, its root cause when it was
+    raised from another one, and the line that raised the root cause."""
     try:
         yield
     except ConfigError:
         raise
     except Exception as exc:
-        frames = traceback.extract_tb(exc.__traceback__)
-        at = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-        raise ConfigError(f"{what}: {type(exc).__name__}: {exc}{at}", where=where) from exc
+        raise ConfigError(f"{what}: {_load_failure(exc)}", where=where) from exc
+
+
+def _load_failure(exc: BaseException) -> str:
+    """``Type: message (at file:line)`` for ``exc``; when it was raised from (or while
+    handling) another exception, the innermost one of the chain is named as the root cause,
+    with the line that raised it, and a missing C++ symbol gets its likely reason: an
+    extension built against another torch release."""
+    chain = _exception_chain(exc)
+    root = chain[-1]
+    text = f"{type(exc).__name__}: {exc}"
+    if root is not exc:
+        text += f"; root cause: {type(root).__name__}: {root}"
+    # Where the root cause was raised (or, when it never was, the innermost that was).
+    for raised in reversed(chain):
+        frames = traceback.extract_tb(raised.__traceback__)
+        # importlib's own frames say nothing about the backend.
+        frames = [f for f in frames if not f.filename.startswith("<frozen ")] or frames
+        if frames:
+            text += f" (at {frames[-1].filename}:{frames[-1].lineno})"
+            break
+    if _MISSING_SYMBOL.search(str(root)):
+        try:
+            installed = f"the installed torch {torch_build()[0]}"
+        except Exception:  # torch itself is what cannot be imported
+            installed = "the installed one"
+        text += (
+            "; the extension was likely built against another torch release than "
+            f"{installed}: rebuild it against this torch "
+            "(for emu: pip install --no-build-isolation ./backend)"
+        )
+    return text
+
+
+def _exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc``, then each exception it was raised from: its explicit ``__cause__``, else the
+    ``__context__`` it was raised in unless that was suppressed (``raise ... from None``),
+    to the innermost (or to where the chain loops back on itself)."""
+    chain = [exc]
+    seen = {id(exc)}
+    while True:
+        inner = exc.__cause__
+        if inner is None and not exc.__suppress_context__:
+            inner = exc.__context__
+        if inner is None or id(inner) in seen:
+            return chain
+        chain.append(inner)
+        seen.add(id(inner))
+        exc = inner
 
 
 def load_backend(device_type: str, module_name: str | None = None) -> Backend:

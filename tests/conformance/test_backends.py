@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -140,3 +141,122 @@ def test_a_backend_that_raises_while_loading_is_named_with_the_line(tmp_path, mo
     assert message.startswith("--backend-module: cannot import 'broken_backend_pkg': ")
     assert "RuntimeError: driver not found: libbrk.so" in message
     assert f"(at {tmp_path / 'broken_backend_pkg.py'}:2)" in message
+
+
+#: A backend whose C++ extension was built against another torch: the loader's ImportError,
+#: re-raised as the backend's own error, as torch's autoload does.
+STALE_EXTENSION = """\
+def _load_extension():
+    raise ImportError("/opt/brk/_C.so: undefined symbol: _ZN3c1017SomeSymbolE")
+
+
+try:
+    _load_extension()
+except ImportError as exc:
+    raise RuntimeError("Failed to load the backend extension: brk") from exc
+"""
+
+
+def stale_extension_message(path) -> str:
+    from conformance.backends import torch_build
+
+    return (
+        f"--backend-module: cannot import '{path.stem}': "
+        "RuntimeError: Failed to load the backend extension: brk; "
+        "root cause: ImportError: /opt/brk/_C.so: undefined symbol: _ZN3c1017SomeSymbolE "
+        f"(at {path}:2); the extension was likely built against another torch release than "
+        f"the installed torch {torch_build()[0]}: rebuild it against this torch "
+        "(for emu: pip install --no-build-isolation ./backend)"
+    )
+
+
+def test_a_missing_cpp_symbol_names_the_root_cause_and_the_torch_release(tmp_path, monkeypatch):
+    path = tmp_path / "stale_backend_pkg.py"
+    path.write_text(STALE_EXTENSION)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError) as info:
+        load_backend("brk", "stale_backend_pkg")
+    assert str(info.value) == stale_extension_message(path)
+
+
+def test_a_chain_names_its_innermost_exception_as_the_root_cause(tmp_path, monkeypatch):
+    # Explicit (from) and implicit (raised while handling) links alike; no symbol, no hint.
+    path = tmp_path / "chained_backend_pkg.py"
+    path.write_text(
+        "try:\n"
+        "    try:\n"
+        "        open('/no/such/dir/libbrk.so')\n"
+        "    except OSError as exc:\n"
+        "        raise LookupError('no driver') from exc\n"
+        "except LookupError:\n"
+        "    raise RuntimeError('Failed to load the backend extension: brk')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError) as info:
+        load_backend("brk", "chained_backend_pkg")
+    assert str(info.value) == (
+        "--backend-module: cannot import 'chained_backend_pkg': "
+        "RuntimeError: Failed to load the backend extension: brk; "
+        "root cause: FileNotFoundError: [Errno 2] No such file or directory: "
+        f"'/no/such/dir/libbrk.so' (at {path}:3)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "message", "line"),
+    [
+        # `from None` hides the context: the top exception is all there is to name.
+        (
+            "try:\n    {}['key']\nexcept KeyError:\n    raise RuntimeError('no driver') from None\n",
+            "RuntimeError: no driver",
+            4,
+        ),
+        # A chain that loops back on itself ends where it would repeat.
+        (
+            "inner = KeyError('inner')\nouter = RuntimeError('outer')\n"
+            "outer.__cause__, inner.__cause__ = inner, outer\n"
+            "try:\n    raise inner\nexcept KeyError:\n    pass\nraise outer\n",
+            "RuntimeError: outer; root cause: KeyError: 'inner'",
+            5,
+        ),
+    ],
+    ids=["suppressed-context", "cycle"],
+)
+def test_a_suppressed_or_looping_chain_is_followed_as_far_as_it_goes(
+    tmp_path, monkeypatch, source, message, line
+):
+    path = tmp_path / "odd_chain_backend_pkg.py"
+    path.write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError) as info:
+        load_backend("brk", "odd_chain_backend_pkg")
+    assert str(info.value) == (
+        f"--backend-module: cannot import 'odd_chain_backend_pkg': {message} (at {path}:{line})"
+    )
+
+
+@pytest.mark.parametrize("command", ["conformance run", "pytest"])
+def test_the_command_line_prints_the_root_cause_on_one_line(tmp_path, command):
+    """``conformance run`` checks the backend before it starts pytest (exit 2); the plugin
+    under plain serial pytest reports it as a usage error (exit 4)."""
+    path = tmp_path / "stale_backend_pkg.py"
+    path.write_text(STALE_EXTENSION)
+    (tmp_path / "test_never_runs.py").write_text("def test_a():\n    pass\n")
+    backend = ["--device", "brk", "--backend-module", "stale_backend_pkg"]
+    if command == "pytest":
+        argv = ["-m", "pytest", "test_never_runs.py", *backend, "--run-dir", "run"]
+        argv += ["-p", "no:cacheprovider"]
+        code, prefix = pytest.ExitCode.USAGE_ERROR, "ERROR: "
+    else:
+        argv = ["-m", "conformance.cli", "run", *backend, "--tests", "test_never_runs.py"]
+        argv += ["--runs-root", "runs"]
+        code, prefix = 2, "conformance run: error: "
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, *argv], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == code, out
+    lines = [line for line in out.splitlines() if "SomeSymbol" in line]
+    assert lines == [prefix + stale_extension_message(path)]
+    assert "Traceback" not in out
