@@ -387,14 +387,27 @@ def judge(run_dir: Path) -> int:
 
 
 def _join_baseline(run_dir: Path, baseline_dir: Path, device: str) -> None:
-    from conformance.baseline import compare, write_baseline
+    """Join the run with its baseline run on ``device``, write the join beside the run and
+    print what it covers and finds; warn on stderr when it covers too little of the run."""
+    from conformance.baseline import compare, join_coverage, write_baseline
     from conformance.store import read_run
 
-    _, frame = read_run(run_dir)
+    meta, frame = read_run(run_dir)
     base_meta, base_frame = read_run(baseline_dir)
     joined = compare(frame, base_frame)
-    write_baseline(run_dir, joined, baseline_run=base_meta.run_id, baseline_device=device)
-    print(
-        f"baseline {device} ({baseline_dir}): {int(joined['backend_only'].sum())} failures are "
-        f"backend-only, {int((joined['failure_scope'] == 'both').sum())} fail on {device} too"
+    coverage = join_coverage(frame["test_id"], base_frame["test_id"])
+    write_baseline(
+        run_dir,
+        joined,
+        baseline_run=base_meta.run_id,
+        baseline_device=device,
+        coverage=coverage,
     )
+    print(
+        f"baseline {device} ({baseline_dir}): {coverage.describe(meta.backend, device)}; "
+        f"{int(joined['backend_only'].sum()):,} failures are backend-only, "
+        f"{int((joined['failure_scope'] == 'both').sum()):,} fail on {device} too"
+    )
+    warning = coverage.warning(device)
+    if warning:
+        print(warning, file=sys.stderr)

@@ -84,7 +84,7 @@ def model_from_frame(
         coverage=coverage,
         triage=build_triage(frame, coverage),
         failure_groups=build_failure_groups(frame),
-        baseline=build_baseline(frame, *baseline) if baseline else None,
+        baseline=build_baseline(frame, *baseline, backend=meta.backend) if baseline else None,
         diff=build_diff(frame, *before) if before else None,
         trends=trends,
     )

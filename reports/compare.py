@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from conformance.baseline import join_coverage
 from conformance.model import OUTCOMES, RunMeta
 from reports.counts import Counts, bucket_of
 from reports.tests_view import LIST_COLUMNS
@@ -27,38 +28,54 @@ def _totals(frame: pandas.DataFrame) -> Counts:
 
 @dataclass
 class BaselineView:
-    """The run against a baseline run (usually the CPU) of the same suite."""
+    """The run against a baseline run (usually the CPU) of the same suite.
+
+    The join judges only the tests both runs recorded: ``coverage_text`` states how many those
+    are, and ``warning`` (empty when the coverage is not low) says so beside the counts.
+    """
 
     meta: RunMeta
     counts: Counts  # the baseline run's own totals
-    common: int  # tests present in both runs
+    in_both: int  # tests present in both runs
+    only_here: int  # tests the baseline did not record
+    only_baseline: int  # tests the baseline recorded that this run did not
+    coverage_text: str  # "12 tests in both runs, 0 only on emu, 0 only on cpu"
+    warning: str  # the low-coverage warning, or ""
     backend_only: pandas.DataFrame  # tests failed here that passed on the baseline
     both_failed: int  # failed here and on the baseline: upstream or test problems
     skipped_here_passed_there: int
-    only_here: int  # tests the baseline did not record
     by_category: list[tuple[str, int]]  # backend-only failures per category
     outcomes: pandas.Series = field(repr=False)  # baseline outcome by test_id
 
 
 def build_baseline(
-    frame: pandas.DataFrame, baseline_meta: RunMeta, baseline: pandas.DataFrame
+    frame: pandas.DataFrame,
+    baseline_meta: RunMeta,
+    baseline: pandas.DataFrame,
+    *,
+    backend: str = "",
 ) -> BaselineView:
-    """Join a prepared run with a baseline run by test_id."""
+    """Join a prepared run (of ``backend``, named in the coverage) with a baseline run by
+    test_id."""
     outcomes = baseline.set_index("test_id")["outcome"]
     there = frame["test_id"].map(outcomes)
     there_bucket = there.map(_BUCKETS)
     backend_only = frame.loc[(frame["bucket"] == "failed") & (there_bucket == "passed")]
     categories = backend_only["category"].replace("", "other").value_counts()
+    coverage = join_coverage(frame["test_id"], baseline["test_id"])
     return BaselineView(
         meta=baseline_meta,
         counts=_totals(baseline),
-        common=int(there.notna().sum()),
+        in_both=coverage.in_both,
+        only_here=coverage.only_here,
+        only_baseline=coverage.only_baseline,
+        coverage_text=coverage.describe(backend, baseline_meta.backend),
+        warning=coverage.warning(baseline_meta.backend) or "",
         backend_only=backend_only,
         both_failed=int(((frame["bucket"] == "failed") & (there_bucket == "failed")).sum()),
         skipped_here_passed_there=int(
             ((frame["bucket"] == "skipped") & (there_bucket == "passed")).sum()
         ),
-        only_here=int(there.isna().sum()),
         by_category=sorted(
             ((str(c), int(n)) for c, n in categories.items()), key=lambda item: (-item[1], item[0])
         ),

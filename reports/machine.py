@@ -28,7 +28,10 @@ __all__ = [
 
 # Version of the JSON summary. Bump it when a field is added, removed or changes meaning:
 #   1: first version.
-JSON_FORMAT = 1
+#   2: ``baseline`` states the join's coverage: ``in_both`` (the same number as ``common``,
+#      kept), ``only_here``, ``only_baseline``, and ``warning`` (the low-coverage warning,
+#      or null).
+JSON_FORMAT = 2
 HUD_FORMAT = 1
 #: Test ids listed in the HUD record: its ingest caps a record at 2 MB.
 HUD_FAILED_LIMIT = 1000
@@ -103,7 +106,11 @@ def json_summary(model: ReportModel) -> dict[str, Any]:
             "run_id": b.meta.run_id,
             "backend": b.meta.backend,
             "totals": b.counts.to_dict(),
-            "common": b.common,
+            "common": b.in_both,
+            "in_both": b.in_both,
+            "only_here": b.only_here,
+            "only_baseline": b.only_baseline,
+            "warning": b.warning or None,
             "backend_only_failures": len(b.backend_only),
             "both_failed": b.both_failed,
             "skipped_here_passed_there": b.skipped_here_passed_there,
@@ -175,6 +182,12 @@ def markdown_summary(model: ReportModel, *, top: int = 10) -> str:
             "",
             f"### Against the {b.meta.backend or 'baseline'} baseline (`{b.meta.run_id}`)",
             "",
+            f"Coverage: {b.coverage_text}.",
+            "",
+        ]
+        if b.warning:
+            lines += [f"> **{b.warning}**", ""]
+        lines += [
             f"{len(b.backend_only):,} tests fail only on {meta.backend or 'the backend'} "
             f"(pass on the baseline); {b.both_failed:,} fail on both; "
             f"{b.skipped_here_passed_there:,} are skipped here but pass there.",

@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from reports.build import build_model
+from reports.machine import json_summary, markdown_summary
+from reports.render import render_report
 from reports.trends import build_trends
-from tests.reports.conftest import write_small_run
+from tests.reports.conftest import record, small_records, write_small_run
 
 OPS = "test_ops.py::TestCommon::"
 TORCH = "test_torch.py::TestTorchDeviceType::"
@@ -42,7 +44,61 @@ def test_baseline_shows_failures_only_the_backend_has(runs_root: Path) -> None:
     ]
     assert b.both_failed == 2  # the hostile tests fail on the CPU too
     assert b.skipped_here_passed_there == 3
-    assert b.common == 12 and b.only_here == 0
+    assert (b.in_both, b.only_here, b.only_baseline) == (12, 0, 0)
+    assert b.coverage_text == "12 tests in both runs, 0 only on emu, 0 only on cpu"
+    assert b.warning == ""
+
+
+PARTIAL_COVERAGE = "3 tests in both runs, 9 only on emu, 2 only on cpu"
+PARTIAL_WARNING = (
+    "warning: only 3 of the 12 tests of this run (25.0%) are in the cpu baseline; "
+    "the backend-only count covers only those 3 tests"
+)
+
+
+def partial_baseline(root: Path) -> Path:
+    """A CPU baseline that recorded 3 of run-b's 12 tests (all passed) and 2 of its own."""
+    shared = [record(r.test_id, "passed", run_id="cpu") for r in small_records("cpu")[:3]]
+    own = [record(OPS + f"test_out_cpu_only_{i}", "passed", run_id="cpu") for i in (1, 2)]
+    return write_small_run(root, "cpu", [*shared, *own], coverage=False, backend="cpu")
+
+
+def test_a_baseline_that_covers_part_of_the_run_says_so(runs_root: Path, tmp_path: Path) -> None:
+    baseline = partial_baseline(tmp_path / "partial")
+    model = build_model(runs_root / "run-b", baseline_dir=baseline)
+    b = model.baseline
+    assert (b.in_both, b.only_here, b.only_baseline) == (3, 9, 2)
+    assert b.coverage_text == PARTIAL_COVERAGE
+    assert b.warning == PARTIAL_WARNING
+    # Only the shared int64 add can be told backend-only; the other failures are not joined.
+    assert b.backend_only["test_id"].tolist() == [OPS + "test_out_add_int64"]
+
+    data = json_summary(model)["baseline"]
+    assert (data["in_both"], data["only_here"], data["only_baseline"]) == (3, 9, 2)
+    assert data["common"] == 3 and data["warning"] == PARTIAL_WARNING
+
+    text = markdown_summary(model)
+    section = text.split("### Against the cpu baseline (`cpu`)", 1)[1].split("###", 1)[0]
+    assert f"Coverage: {PARTIAL_COVERAGE}." in section
+    assert f"> **{PARTIAL_WARNING}**" in section
+    assert section.index(PARTIAL_WARNING) < section.index("tests fail only on emu")
+
+    render_report(model, tmp_path / "report", ["html"])
+    index = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
+    assert f'Coverage: <span class="coverage">{PARTIAL_COVERAGE}</span>.' in index
+    assert f'<p class="warning">{PARTIAL_WARNING}</p>' in index
+
+
+def test_a_baseline_that_covers_the_run_gives_no_warning(runs_root: Path, tmp_path: Path) -> None:
+    model = build_model(runs_root / "run-b", baseline_dir=runs_root.parent / "baseline" / "cpu")
+    assert json_summary(model)["baseline"]["warning"] is None
+    text = markdown_summary(model)
+    assert "Coverage: 12 tests in both runs, 0 only on emu, 0 only on cpu." in text
+    assert "warning" not in text
+    render_report(model, tmp_path / "report", ["html"])
+    index = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
+    assert "12 tests in both runs, 0 only on emu, 0 only on cpu" in index
+    assert 'class="warning"' not in index
 
 
 def test_trends_have_a_point_per_run_and_a_row_per_release(runs_root: Path) -> None:
