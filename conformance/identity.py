@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from conformance.embedded import SUITE_DIR
-from conformance.model import TestIdentity
+from conformance.model import EMBEDDED_NAMESPACE, TestIdentity, suite_of_file
 
 if TYPE_CHECKING:
     import torch
@@ -165,14 +165,15 @@ def _find_parametrized(stem: str) -> tuple[str, str, str, str] | None:
 
 @functools.lru_cache(maxsize=256)
 def _test_file(file: str, rootdir: str | None) -> str:
-    """``file`` as test_ids name it. The embedded suite's files are named relative to the
-    suite folder whatever pytest's rootdir was (an editable install makes it the
-    repository), so skiplists match; other files as pytest names them."""
+    """``file`` as test_ids name it. The embedded suite's files are named in its namespace,
+    ``embedded/`` and their path in the suite folder, whatever pytest's rootdir was (an
+    editable install makes it the repository), so skiplists match and no embedded test
+    shares a test_id with an upstream one; other files as pytest names them."""
     if rootdir is None:
         return file
     path = Path(os.path.realpath(os.path.join(rootdir, file)))
     try:
-        return path.relative_to(SUITE_DIR).as_posix()
+        return EMBEDDED_NAMESPACE + path.relative_to(SUITE_DIR).as_posix()
     except ValueError:
         return file
 
@@ -211,7 +212,12 @@ def parse_nodeid(
         # Not a device-instantiated test: the name is already device independent.
         test_id = "::".join(p for p in (file, test_class, name) if p)
         return TestIdentity(
-            nodeid=nodeid, test_id=test_id, file=file, test_class=test_class, template=name
+            nodeid=nodeid,
+            test_id=test_id,
+            file=file,
+            test_class=test_class,
+            template=name,
+            suite=suite_of_file(file),
         )
 
     stem, device = match["stem"], match["device"]
@@ -232,6 +238,7 @@ def parse_nodeid(
         dtype="_".join(dtypes),
         params=params,
         device=device,
+        suite=suite_of_file(file),
     )
 
 
@@ -327,6 +334,7 @@ def identity_from_item(item: Any, device_names: Iterable[str]) -> TestIdentity:
             variant=variant,
             dtype=dtype,
             params=params,
+            suite=suite_of_file(file),
         )
 
     device = _device_token(cls)
@@ -352,6 +360,7 @@ def identity_from_item(item: Any, device_names: Iterable[str]) -> TestIdentity:
         dtype=dtype,
         params=params,
         device=device,
+        suite=suite_of_file(file),
     )
 
 

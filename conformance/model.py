@@ -14,19 +14,33 @@ from typing import Any
 
 __all__ = [
     "CATEGORIES",
+    "EMBEDDED_NAMESPACE",
     "FEATURES",
     "FORMAT_VERSION",
     "OUTCOMES",
     "RECORD_COLUMNS",
+    "SUITES",
     "ResultRecord",
     "RunMeta",
     "TestIdentity",
+    "suite_of_file",
 ]
 
 # Version of the results store format. Bump it when a field is added, removed or
 # changes meaning, and say what changed:
 #   1: first version.
-FORMAT_VERSION = 1
+#   2: test identity carries the suite. Tests of the embedded suite are named in the
+#      ``embedded/`` namespace (``file`` ``embedded/test_ops.py``, ``test_id``
+#      ``embedded/test_ops.py::TestCommon::...``), so they never equal an upstream test's;
+#      records and identities gain ``suite`` (``embedded`` or ``upstream``). Version 1 runs
+#      are read as version 2 (store.read_records names their tests the same way). Run
+#      metadata gains ``paths`` and ``filters`` (what was selected, checked on resume).
+FORMAT_VERSION = 2
+
+#: The namespace of the embedded suite's files in test_ids: ``embedded/test_ops.py``.
+EMBEDDED_NAMESPACE = "embedded/"
+#: Values of ``suite`` in identities and records.
+SUITES = ("upstream", "embedded")
 
 #: Every outcome a test can have in a run.
 OUTCOMES = (
@@ -70,6 +84,11 @@ FEATURES = (
 )
 
 
+def suite_of_file(file: str) -> str:
+    """The suite a test file (as test_ids name it) belongs to."""
+    return "embedded" if file.startswith(EMBEDDED_NAMESPACE) else "upstream"
+
+
 @dataclass(frozen=True, slots=True)
 class TestIdentity:
     """Who a collected test is, independent of the device it runs on.
@@ -77,6 +96,8 @@ class TestIdentity:
     ``test_id`` is ``file::GenericClass::name`` with the device token removed from the
     class suffix (``PRIVATEUSE1`` or the backend name) and from the test name, so the
     same upstream test has the same ``test_id`` on every device and in every release.
+    Files of the embedded suite are named in the ``embedded/`` namespace, so an embedded
+    test and an upstream test never share a ``test_id``; ``suite`` says which it is.
     """
 
     __test__ = False  # not a pytest test class, despite the name
@@ -91,6 +112,7 @@ class TestIdentity:
     dtype: str = ""
     params: str = ""
     device: str = ""
+    suite: str = "upstream"
 
 
 @dataclass
@@ -108,6 +130,7 @@ class ResultRecord:
     dtype: str = ""
     params: str = ""
     device: str = ""
+    suite: str = "upstream"
     outcome: str = ""
     category: str = ""
     detail: str = ""
@@ -156,6 +179,9 @@ class RunMeta:
     suite: str = ""  # "upstream:v2.13.0", "upstream:/path/to/test", "embedded:smoke", ...
     mode: str = "eager"
     shard: str = ""
+    #: What was selected: the test paths given to pytest (absolute), and -k/-m filters.
+    paths: list[str] = field(default_factory=list)
+    filters: list[str] = field(default_factory=list)
     host: str = ""
     command: list[str] = field(default_factory=list)
     collected: int = 0

@@ -1,7 +1,9 @@
 """Turning pytest's per-phase reports into one outcome per test.
 
 pytest reports each test up to three times (setup, call, teardown), and xdist adds a
-synthetic report (phase ``???``) for a test that killed its worker. :class:`OutcomeMerger`
+synthetic report (phase ``???``) for a test that killed its worker, which carries no
+duration: a crashed test is recorded with the time from its start to the crash, a timed-out
+one with the time it ran (at least the limit). :class:`OutcomeMerger`
 folds them into one :class:`~conformance.model.ResultRecord` when the last report of a test
 arrives. Reports from different tests may interleave (xdist), so state is kept per nodeid.
 
@@ -124,7 +126,8 @@ class OutcomeMerger:
         identity_of: IdentityOf,
         classify_failure: ClassifyFailure,
         classify_skip: ClassifySkip,
-        timed_out: Callable[[str], bool] = lambda nodeid: False,
+        timed_out: Callable[[str], float | None] = lambda nodeid: None,
+        elapsed: Callable[[str], float | None] = lambda nodeid: None,
         timeout_s: float | None = None,
     ) -> None:
         self.run_id = run_id
@@ -134,6 +137,7 @@ class OutcomeMerger:
         self._classify_failure = classify_failure
         self._classify_skip = classify_skip
         self._timed_out = timed_out
+        self._elapsed = elapsed
         self._timeout_s = timeout_s
         self._pending: dict[str, _Partial] = {}
 
@@ -144,11 +148,16 @@ class OutcomeMerger:
         if when == "???":  # xdist: the worker died while running this test
             partial = self._pending.pop(nodeid, None) or _Partial()
             partial.properties.update(_properties(report))
-            if self._timed_out(nodeid):
+            ran_s = self._timed_out(nodeid)
+            if ran_s is not None:
                 limit = f" after {self._timeout_s:g} s" if self._timeout_s else ""
                 partial.outcome, partial.message = "timeout", f"timed out{limit}"
+                # Stopped at the limit: it ran at least that long, whatever the clock said.
+                ran_s = max(ran_s, self._timeout_s or 0.0)
             else:
                 partial.outcome, partial.message = "crashed", report_message(report)
+            # The reports of a dead worker carry no time: the test ran until it stopped.
+            partial.duration_s = max(partial.duration_s, ran_s or 0.0, self._elapsed(nodeid) or 0.0)
             partial.when = when
             return self._record(nodeid, partial, worker=_worker_of(report))
 

@@ -124,6 +124,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="balance --shard by the test durations these earlier runs recorded",
     )
     group.addoption(
+        "--progress-interval",
+        dest="conformance_progress_interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="print a progress line (done/total, rate, ETA, failures) at most this often "
+        "(default: 10; 0: never)",
+    )
+    group.addoption(
         "--expected-count",
         dest="conformance_expected",
         type=int,
@@ -230,8 +239,9 @@ def pytest_configure(config: pytest.Config) -> None:
         writer = _open_writer(config, backend, shard)
         recorder = RunRecorder(config, backend, writer, timeout_s=timeout_s)
         config.pluginmanager.register(recorder, "conformance-recorder")
+        _register_progress(config)
         run_dir = writer.run_dir
-        already = frozenset(writer.recorded)
+        already = frozenset(writer.recorded_ids)
     agent = TestRunAgent(
         config,
         backend,
@@ -247,6 +257,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(agent, "conformance-agent")
 
 
+def _register_progress(config: pytest.Config) -> None:
+    from conformance.progress import DEFAULT_INTERVAL_S, ProgressPlugin
+
+    interval = config.option.conformance_progress_interval
+    interval = DEFAULT_INTERVAL_S if interval is None else interval
+    if interval < 0:
+        raise pytest.UsageError(
+            f"--progress-interval: expected seconds >= 0 (0: no progress line), got {interval:g}"
+        )
+    if interval > 0:
+        config.pluginmanager.register(ProgressPlugin(config, interval), "conformance-progress")
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     # In-process runs (pytester) share os.environ with the caller: put it back.
     for name, value in config.stash.get(_ENV_KEY, {}).items():
@@ -256,7 +279,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             os.environ[name] = value
 
 
-def _shard_durations(run_dirs: list[str]) -> dict[str, float] | None:
+def _shard_durations(run_dirs: list[str]) -> Any:
     if not run_dirs:
         return None
     from conformance.errors import ConformanceError
@@ -295,7 +318,7 @@ def _first_recorded(run_dir: Path, count: int) -> frozenset[str]:
 
     if count <= 0:
         return frozenset()
-    return frozenset(record["nodeid"] for record in read_records(run_dir)[:count])
+    return frozenset(record["test_id"] for record in read_records(run_dir)[:count])
 
 
 def _open_writer(config: pytest.Config, backend: Any, shard: tuple[int, int] | None) -> Any:
@@ -304,19 +327,22 @@ def _open_writer(config: pytest.Config, backend: Any, shard: tuple[int, int] | N
     from conformance import __version__
     from conformance.backends import torch_build
     from conformance.model import RunMeta
-    from conformance.store import RunWriter, new_run_id, read_meta, utc_now
+    from conformance.store import RunWriter, new_run_id, utc_now
 
     option = config.option
+    suite = option.conformance_suite or _suite_from_args(config)
+    shard_name = f"{shard[0]}/{shard[1]}" if shard else ""
+    paths, filters = _selected(config)
+    torch_version, torch_git = torch_build()
     if option.conformance_resume:
+        from conformance.resume import Wanted, check_resumable
+
         run_dir = Path(option.conformance_resume)
+        wanted = Wanted(backend.name, suite, shard_name, torch_version, paths, filters)
         try:
-            meta = read_meta(run_dir)
+            meta = check_resumable(run_dir, wanted)
         except ConformanceError as exc:
             raise pytest.UsageError(f"--resume: {exc}") from None
-        if meta.backend != backend.name:
-            raise pytest.UsageError(
-                f"--resume: {run_dir} is a run on {meta.backend!r}, not {backend.name!r}"
-            )
         return RunWriter(run_dir, meta)
 
     if option.conformance_run_dir:
@@ -331,7 +357,6 @@ def _open_writer(config: pytest.Config, backend: Any, shard: tuple[int, int] | N
         if COMMAND_ENV in os.environ
         else ["pytest", *config.invocation_params.args]
     )
-    torch_version, torch_git = torch_build()
     meta = RunMeta(
         run_id=run_dir.name,
         start_time=utc_now(),
@@ -341,13 +366,30 @@ def _open_writer(config: pytest.Config, backend: Any, shard: tuple[int, int] | N
         backend_version=backend.version,
         backend_git=backend.git,
         harness_version=__version__,
-        suite=option.conformance_suite or _suite_from_args(config),
-        shard=f"{shard[0]}/{shard[1]}" if shard else "",
+        suite=suite,
+        shard=shard_name,
+        paths=paths,
+        filters=filters,
         host=socket.gethostname(),
         command=[str(part) for part in command],
         expected=option.conformance_expected,
     )
     return RunWriter(run_dir, meta)
+
+
+def _selected(config: pytest.Config) -> tuple[list[str], list[str]]:
+    """What the session selects: its test paths, absolute (a nodeid keeps its ``::`` part),
+    and its -k/-m/--deselect filters; a resumed session must select the same."""
+    here = config.invocation_params.dir
+    paths = []
+    for arg in config.args:
+        path, sep, rest = str(arg).partition("::")
+        paths.append(str((here / path).resolve()) + sep + rest)
+    option = config.option
+    filters = [f"-k {option.keyword}"] if getattr(option, "keyword", "") else []
+    filters += [f"-m {option.markexpr}"] if getattr(option, "markexpr", "") else []
+    filters += [f"--deselect {nodeid}" for nodeid in getattr(option, "deselect", None) or ()]
+    return paths, filters
 
 
 def _suite_from_args(config: pytest.Config) -> str:

@@ -187,9 +187,20 @@ def run_command(args: argparse.Namespace) -> int:
 
     resume_dir = None
     if args.resume:
+        from conformance.backends import torch_build
+        from conformance.resume import Wanted, check_resumable
         from conformance.store import resolve_run
 
         resume_dir = resolve_run(args.resume, runs_root).resolve()
+        wanted = Wanted(
+            backend=args.device,
+            suite=selection.suite,
+            shard=args.shard or "",
+            torch_version=torch_build()[0],
+            paths=[str(path) for path in selection.paths],
+            filters=None,  # pytest's own options: the plugin checks them
+        )
+        check_resumable(resume_dir, wanted)
 
     baseline_dir = None
     if args.baseline:

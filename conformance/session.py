@@ -9,6 +9,7 @@ workers when they finish), and consolidates the run when the session ends.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from conformance.identity import parse_nodeid
 from conformance.model import ResultRecord, TestIdentity
 from conformance.outcome import OutcomeMerger
 from conformance.store import RunWriter, utc_now
-from conformance.watchdog import timed_out_nodeids
+from conformance.watchdog import timeout_notes
 from conformance.worker import (
     OUTPUT_BACKEND,
     OUTPUT_COLLECTED,
@@ -65,9 +66,13 @@ class RunRecorder:
             identity_of=self._parse_identity,
             classify_failure=classify_failure,
             classify_skip=classify_skip,
-            timed_out=lambda nodeid: nodeid in timed_out_nodeids(self.run_dir),
+            timed_out=lambda nodeid: timeout_notes(self.run_dir).get(nodeid),
+            elapsed=self._elapsed,
             timeout_s=timeout_s,
         )
+        #: When each running test started (monotonic seconds): a test that kills its
+        #: worker sends no duration, so its record takes the time since its start.
+        self._started: dict[str, float] = {}
 
     # -- xdist ----------------------------------------------------------------------------
 
@@ -109,9 +114,12 @@ class RunRecorder:
                 )
             )
 
-    def record_timeout(self, nodeid: str, identity_fields: dict[str, str] | None = None) -> None:
+    def record_timeout(
+        self, nodeid: str, identity_fields: dict[str, str] | None = None, elapsed_s: float = 0.0
+    ) -> None:
         """Record a test the watchdog is about to stop in this very process (serial run);
-        ``identity_fields`` are the test's TestIdentity fields where known."""
+        ``identity_fields`` are the test's TestIdentity fields where known, ``elapsed_s``
+        the time it ran."""
         if identity_fields:
             identity = TestIdentity(**identity_fields)
         else:
@@ -125,15 +133,25 @@ class RunRecorder:
                 outcome="timeout",
                 category="timeout",
                 message="timed out; the run stopped (resume it to finish)",
+                duration_s=round(elapsed_s, 6),
                 shard=self.writer.meta.shard,
             )
         )
 
     @pytest.hookimpl
+    def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
+        self._started[nodeid] = time.monotonic()
+
+    @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         record = self.merger.add(report)
         if record is not None:
+            self._started.pop(report.nodeid, None)
             self._write(record)
+
+    def _elapsed(self, nodeid: str) -> float | None:
+        started = self._started.get(nodeid)
+        return None if started is None else time.monotonic() - started
 
     def _write(self, record: ResultRecord) -> None:
         if self.writer.write(record):

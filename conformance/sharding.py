@@ -1,10 +1,19 @@
 """Deterministic shards: which tests of a selection one CI machine runs.
 
-Every process that collects the selection (each xdist worker on each machine) computes
-the same split from the same inputs, so shards never overlap or miss a test. Without
-timing data a test's shard comes from a hash of its nodeid; given the durations a
-previous run recorded, tests are bin-packed longest first onto the least loaded shard,
-so shards take about the same wall time rather than holding the same number of tests.
+A test's shard depends only on its device-independent ``test_id`` and on inputs every
+machine shares (the shard count and the durations of earlier runs), never on the nodeid
+or on which other tests this process collected. So shard K of N holds the same test_ids
+on every device (a run on emu and its baseline on cpu, whose collections differ by the
+tests upstream's device rules give only one of them), in every xdist worker and on every
+CI machine, and shards never overlap or miss a test.
+
+Without timing data a test's shard comes from a hash of its test_id. Given the durations
+earlier runs recorded (on any device: tests keep their test_id), the recorded tests of
+the files being run are bin-packed longest first onto the least loaded shard, so shards
+take about the same wall time rather than holding the same number of tests. A test no
+earlier run recorded goes by hash (its shard cannot depend on the other tests collected),
+and its time is estimated from the recorded tests most like it: the same template, else
+the same class, else the same file, else all of them.
 """
 
 from __future__ import annotations
@@ -12,56 +21,152 @@ from __future__ import annotations
 import heapq
 import statistics
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["in_shard", "read_durations", "select_shard"]
+from conformance.model import TestIdentity
+
+__all__ = ["Durations", "ShardPlan", "in_shard", "plan_shard", "read_durations", "select_shard"]
+
+#: Outcomes whose recorded time says nothing about how long the test runs.
+_NOT_RUN = ("deselected",)
 
 
-def in_shard(nodeid: str, shard: tuple[int, int] | None) -> bool:
+def in_shard(test_id: str, shard: tuple[int, int] | None) -> bool:
     """Whether a test belongs to shard ``k`` of ``N`` (1-based) by hash; stable everywhere."""
     if shard is None:
         return True
     index, count = shard
-    return zlib.crc32(nodeid.encode("utf-8")) % count == index - 1
+    return zlib.crc32(test_id.encode("utf-8")) % count == index - 1
 
 
-def read_durations(run_dirs: Iterable[str | Path]) -> dict[str, float]:
-    """Recorded test durations by nodeid, from earlier runs (later runs win)."""
-    from conformance.store import read_records
+@dataclass
+class Durations:
+    """Recorded test durations by test_id, and the medians that estimate the others."""
 
-    durations: dict[str, float] = {}
+    seconds: dict[str, float] = field(default_factory=dict)
+    #: test_id -> (file, "file::class", "file::class::template"), the groups it counts in.
+    groups: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.seconds)
+
+    def add(self, test_id: str, file: str, test_class: str, template: str, seconds: float) -> None:
+        self.seconds[test_id] = seconds
+        self.groups[test_id] = _groups(file, test_class, template)
+
+    def estimator(self) -> Estimator:
+        """Estimates for tests with no recorded duration (computed once, then reused)."""
+        by_group: dict[str, list[float]] = defaultdict(list)
+        for test_id, seconds in self.seconds.items():
+            for key in self.groups[test_id]:
+                by_group[key].append(seconds)
+        medians = {key: statistics.median(values) for key, values in by_group.items()}
+        overall = statistics.median(self.seconds.values()) if self.seconds else 1.0
+        return Estimator(medians, overall)
+
+
+@dataclass(frozen=True)
+class Estimator:
+    medians: dict[str, float]
+    overall: float
+
+    def estimate(self, identity: TestIdentity) -> tuple[float, str]:
+        """(seconds, what the estimate is based on: template, class, file or all)."""
+        file, cls, template = _groups(identity.file, identity.test_class, identity.template)
+        for key, basis in ((template, "template"), (cls, "class"), (file, "file")):
+            if key in self.medians:
+                return self.medians[key], basis
+        return self.overall, "all"
+
+
+def _groups(file: str, test_class: str, template: str) -> tuple[str, str, str]:
+    return file, f"{file}::{test_class}", f"{file}::{test_class}::{template}"
+
+
+def read_durations(run_dirs: Iterable[str | Path]) -> Durations:
+    """Recorded test durations by test_id, from earlier runs on any device (later runs win).
+
+    Timed-out and crashed tests count with the time they ran before they were stopped."""
+    from conformance.store import read_run
+
+    durations = Durations()
+    columns = ["test_id", "file", "test_class", "template", "outcome", "duration_s"]
     for run_dir in run_dirs:
-        for record in read_records(run_dir):
-            if record.get("outcome") not in ("deselected", "crashed", "timeout"):
-                durations[record["nodeid"]] = float(record.get("duration_s") or 0.0)
+        _, frame = read_run(run_dir, columns)
+        for test_id, file, cls, template, outcome, seconds in zip(
+            *(frame[name] for name in columns), strict=True
+        ):
+            if outcome not in _NOT_RUN:
+                durations.add(test_id, file, cls, template, float(seconds or 0.0))
     return durations
 
 
-def select_shard(
-    nodeids: Sequence[str],
-    shard: tuple[int, int] | None,
-    durations: Mapping[str, float] | None = None,
-) -> set[str]:
-    """The nodeids of ``nodeids`` that shard ``k`` of ``N`` runs.
+@dataclass
+class ShardPlan:
+    """The tests one shard runs, and how long they are expected to take."""
 
-    With ``durations``, tests are assigned longest first to the shard with the least
-    total so far (ties: the lower shard, then the nodeid order), and a test with no
-    recorded duration counts as the median of the known ones.
+    test_ids: set[str]
+    expected_s: float = 0.0  # recorded and estimated time of the shard's tests
+    estimated: int = 0  # tests of the shard with no recorded duration
+    basis: dict[str, int] = field(default_factory=dict)  # estimates by what they rest on
+
+
+def plan_shard(
+    identities: Sequence[TestIdentity],
+    shard: tuple[int, int] | None,
+    durations: Durations | None = None,
+) -> ShardPlan:
+    """The tests of ``identities`` that shard ``k`` of ``N`` runs, with their expected time.
+
+    With ``durations``, the recorded tests of the collected files are assigned longest
+    first to the shard with the least total so far (ties: the lower shard, then test_id
+    order); that assignment is computed from the durations alone, so it is the same in
+    every process and on every device. Other tests go by hash.
     """
     if shard is None:
-        return set(nodeids)
+        return ShardPlan({identity.test_id for identity in identities})
     if not durations:
-        return {nodeid for nodeid in nodeids if in_shard(nodeid, shard)}
+        return ShardPlan({i.test_id for i in identities if in_shard(i.test_id, shard)})
     index, count = shard
-    known = [durations[n] for n in nodeids if n in durations]
-    default = statistics.median(known) if known else 1.0
-    ordered = sorted(nodeids, key=lambda n: (-durations.get(n, default), n))
+    files = {identity.file for identity in identities}
+    seconds = durations.seconds
+    universe = sorted(
+        (test_id for test_id, groups in durations.groups.items() if groups[0] in files),
+        key=lambda test_id: (-seconds[test_id], test_id),
+    )
     loads = [(0.0, k) for k in range(count)]
-    mine: set[str] = set()
-    for nodeid in ordered:
+    packed: set[str] = set()
+    for test_id in universe:
         load, k = heapq.heappop(loads)
         if k == index - 1:
-            mine.add(nodeid)
-        heapq.heappush(loads, (load + durations.get(nodeid, default), k))
-    return mine
+            packed.add(test_id)
+        heapq.heappush(loads, (load + seconds[test_id], k))
+
+    plan = ShardPlan(set())
+    estimator: Estimator | None = None
+    for identity in identities:
+        test_id = identity.test_id
+        if test_id in seconds:
+            if test_id in packed:
+                plan.test_ids.add(test_id)
+                plan.expected_s += seconds[test_id]
+        elif in_shard(test_id, shard):
+            estimator = estimator or durations.estimator()
+            guess, basis = estimator.estimate(identity)
+            plan.test_ids.add(test_id)
+            plan.expected_s += guess
+            plan.estimated += 1
+            plan.basis[basis] = plan.basis.get(basis, 0) + 1
+    return plan
+
+
+def select_shard(
+    identities: Sequence[TestIdentity],
+    shard: tuple[int, int] | None,
+    durations: Durations | None = None,
+) -> set[str]:
+    """The test_ids of ``identities`` that shard ``k`` of ``N`` runs (see plan_shard)."""
+    return plan_shard(identities, shard, durations).test_ids

@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from conformance.errors import ConfigError, ConformanceError
-from conformance.model import RECORD_COLUMNS, ResultRecord, RunMeta
+from conformance.model import (
+    EMBEDDED_NAMESPACE,
+    FORMAT_VERSION,
+    RECORD_COLUMNS,
+    ResultRecord,
+    RunMeta,
+)
 
 if TYPE_CHECKING:
     import pandas
@@ -81,7 +87,10 @@ class RunWriter:
         # A run killed mid-write leaves a torn last line: cut it, or the next record
         # appended would be glued to it.
         _drop_torn_tail(self.run_dir / JSONL_NAME)
-        self.recorded: set[str] = {r["nodeid"] for r in _iter_jsonl(self.run_dir / JSONL_NAME)}
+        earlier = list(_iter_jsonl(self.run_dir / JSONL_NAME))
+        self.recorded: set[str] = {r["nodeid"] for r in earlier}
+        #: test_ids with a record: what a resumed run does not run again, on any process.
+        self.recorded_ids: set[str] = {r["test_id"] for r in earlier}
         # Records appended from now on make any earlier consolidation stale.
         (self.run_dir / PARQUET_NAME).unlink(missing_ok=True)
         self.meta.complete = False
@@ -95,6 +104,7 @@ class RunWriter:
         if record.nodeid in self.recorded:
             return False
         self.recorded.add(record.nodeid)
+        self.recorded_ids.add(record.test_id)
         # One write call per line: a kill between calls can only tear the last line.
         # A shallow dict: dataclasses.asdict deep-copies, which costs more than the write.
         line = json.dumps(
@@ -147,14 +157,40 @@ def read_meta(run_dir: str | os.PathLike[str]) -> RunMeta:
     return RunMeta.from_dict(data)
 
 
-def read_records(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def read_records(
+    run_dir: str | os.PathLike[str], meta: RunMeta | None = None
+) -> list[dict[str, Any]]:
     """Every record of a run as dicts: from Parquet when consolidated, else from the JSON
-    lines, where a torn last line (a run killed mid-write) is ignored."""
+    lines, where a torn last line (a run killed mid-write) is ignored. Records of an older
+    format version are read as the current one (``meta``: the run's, when already read)."""
     run_dir = Path(run_dir)
     parquet = run_dir / PARQUET_NAME
     if parquet.exists():
-        return _read_parquet_table(parquet).to_pylist()
-    return list(_iter_jsonl(run_dir / JSONL_NAME))
+        records = _read_parquet_table(parquet).to_pylist()
+    else:
+        records = list(_iter_jsonl(run_dir / JSONL_NAME))
+    if records and "suite" not in records[0]:
+        upgrade = _v1_upgrade(meta or read_meta(run_dir))
+        records = [upgrade(record) for record in records]
+    return records
+
+
+def _v1_upgrade(meta: RunMeta) -> Any:
+    """The function that reads a format-1 record as format 2: it gains ``suite``, and a
+    test of the embedded suite is named in the ``embedded/`` namespace."""
+    embedded = meta.suite.startswith("embedded")
+
+    def upgrade(record: dict[str, Any]) -> dict[str, Any]:
+        record = dict(record)
+        record["suite"] = "embedded" if embedded else "upstream"
+        if embedded:
+            for name in ("file", "test_id"):
+                value = record.get(name) or ""
+                if value and not value.startswith(EMBEDDED_NAMESPACE):
+                    record[name] = EMBEDDED_NAMESPACE + value
+        return record
+
+    return upgrade
 
 
 def _read_parquet_table(parquet: Path, columns: list[str] | None = None) -> pyarrow.Table:
@@ -182,7 +218,13 @@ def read_run(
         raise ConfigError(f"no such record columns: {', '.join(unknown)}", where=str(run_dir))
     meta = read_meta(run_dir)
     parquet = Path(run_dir) / PARQUET_NAME
-    if parquet.exists():
+    if parquet.exists() and meta.format_version < FORMAT_VERSION:
+        # A run of an older format is read record by record, each upgraded.
+        records = read_records(run_dir, meta)
+        frame = pandas.DataFrame.from_records(records, columns=list(RECORD_COLUMNS))[names]
+        for name in set(_LIST_COLUMNS).intersection(names):
+            frame[name] = frame[name].map(lambda ops: [] if ops is None else list(ops))
+    elif parquet.exists():
         # Arrow builds the columns directly: an order of magnitude faster than records.
         table = _read_parquet_table(parquet, names)
         lists = {n: table.column(n).to_pylist() for n in _LIST_COLUMNS if n in names}
@@ -191,7 +233,7 @@ def read_run(
             frame[name] = [[] if ops is None else ops for ops in values]
         frame = frame.reindex(columns=names)
     else:
-        records = read_records(run_dir)
+        records = read_records(run_dir, meta)
         frame = pandas.DataFrame.from_records(records, columns=list(RECORD_COLUMNS))[names]
         for name in set(_LIST_COLUMNS).intersection(names):
             frame[name] = frame[name].map(list)
@@ -216,22 +258,26 @@ def list_runs(root: str | os.PathLike[str]) -> list[RunMeta]:
 
 
 def resolve_run(ref: str | os.PathLike[str], root: str | os.PathLike[str] = "runs") -> Path:
-    """The folder a run reference names: a path to a run folder, a run id under ``root``,
-    or ``latest``."""
-    path = Path(ref)
-    if (path / META_NAME).is_file():
-        return path
+    """The folder a run reference names: ``latest`` or a run id, under ``root`` (never the
+    working directory, which may hold another runs root), or a path to a run folder."""
+    text = str(ref)
     root = Path(root)
-    candidate = root / str(ref)
-    if str(ref) == LATEST_NAME:
+    if text == LATEST_NAME:
         latest = root / LATEST_NAME
+        candidate = latest
         if latest.is_symlink() or latest.is_dir():
             candidate = latest.resolve()
         elif latest.is_file():
             candidate = root / latest.read_text(encoding="utf-8").strip()
-    if (candidate / META_NAME).is_file():
-        return candidate
-    raise ConfigError(f"no run named {str(ref)!r} (neither a run folder nor a run id under {root})")
+        if (candidate / META_NAME).is_file():
+            return candidate
+        raise ConfigError(f"no latest run under {root}")
+    if os.sep not in text and "/" not in text and (root / text / META_NAME).is_file():
+        return root / text
+    path = Path(ref)
+    if (path / META_NAME).is_file():
+        return path
+    raise ConfigError(f"no run named {text!r} (neither a run folder nor a run id under {root})")
 
 
 def _iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:

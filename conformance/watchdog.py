@@ -2,11 +2,12 @@
 
 A hung test may sit in native code, so raising into it (as a signal-based timeout does) is
 not enough. The watchdog is one daemon thread per test process: when a test outlives its
-limit, it calls ``on_expiry(nodeid)`` (which notes the timeout where the controller will
+limit, it calls ``on_expiry(nodeid, elapsed_s)`` (which notes the timeout where the controller will
 find it) and ends the process. Under xdist the controller then sees a dead worker, reads
 the note, records ``timeout`` instead of ``crashed``, and starts a new worker.
 
-Notes are JSON lines in ``<run_dir>/timeouts.jsonl``: ``{"nodeid": ..., "pid": ...}``.
+Notes are JSON lines in ``<run_dir>/timeouts.jsonl``:
+``{"nodeid": ..., "pid": ..., "elapsed_s": ...}``, the time the test ran before it was stopped.
 """
 
 from __future__ import annotations
@@ -18,16 +19,24 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["TIMEOUT_EXIT_CODE", "TIMEOUT_NOTES", "Watchdog", "note_timeout", "timed_out_nodeids"]
+__all__ = [
+    "TIMEOUT_EXIT_CODE",
+    "TIMEOUT_NOTES",
+    "Watchdog",
+    "note_timeout",
+    "timed_out_nodeids",
+    "timeout_notes",
+]
 
 TIMEOUT_NOTES = "timeouts.jsonl"
 #: Exit status of a process the watchdog ended (as timeout(1) uses).
 TIMEOUT_EXIT_CODE = 124
 
 
-def note_timeout(run_dir: Path, nodeid: str) -> None:
+def note_timeout(run_dir: Path, nodeid: str, elapsed_s: float = 0.0) -> None:
     """Append a timeout note; written with one call and synced so it survives the exit."""
-    line = json.dumps({"nodeid": nodeid, "pid": os.getpid()}) + "\n"
+    note = {"nodeid": nodeid, "pid": os.getpid(), "elapsed_s": round(elapsed_s, 6)}
+    line = json.dumps(note) + "\n"
     fd = os.open(run_dir / TIMEOUT_NOTES, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode("utf-8"))
@@ -36,35 +45,43 @@ def note_timeout(run_dir: Path, nodeid: str) -> None:
         os.close(fd)
 
 
-def timed_out_nodeids(run_dir: Path) -> set[str]:
-    """Nodeids the watchdog stopped in this run folder (a torn last line is ignored)."""
+def timeout_notes(run_dir: Path) -> dict[str, float]:
+    """The tests the watchdog stopped in this run folder, each with the seconds it ran
+    (a torn last line is ignored)."""
     try:
         text = (run_dir / TIMEOUT_NOTES).read_text(encoding="utf-8")
     except FileNotFoundError:
-        return set()
-    found = set()
+        return {}
+    found = {}
     for line in text.split("\n")[:-1]:
         try:
-            found.add(json.loads(line)["nodeid"])
-        except (ValueError, KeyError, TypeError):
+            note = json.loads(line)
+            found[note["nodeid"]] = float(note.get("elapsed_s") or 0.0)
+        except (ValueError, KeyError, TypeError, AttributeError):
             continue
     return found
+
+
+def timed_out_nodeids(run_dir: Path) -> set[str]:
+    """Nodeids the watchdog stopped in this run folder."""
+    return set(timeout_notes(run_dir))
 
 
 class Watchdog:
     """Ends the process when one test runs longer than ``limit_s`` seconds.
 
-    ``start(nodeid)`` arms it for a test, ``stop()`` disarms it. On expiry, ``on_expiry`` is
-    called from the watchdog thread, then the process exits with TIMEOUT_EXIT_CODE.
+    ``start(nodeid)`` arms it for a test, ``stop()`` disarms it. On expiry,
+    ``on_expiry(nodeid, elapsed_s)`` is called from the watchdog thread, then the process
+    exits with TIMEOUT_EXIT_CODE.
     """
 
-    def __init__(self, limit_s: float, on_expiry: Callable[[str], None]) -> None:
+    def __init__(self, limit_s: float, on_expiry: Callable[[str, float], None]) -> None:
         if limit_s <= 0:
             raise ValueError(f"time limit must be positive, got {limit_s}")
         self.limit_s = limit_s
         self._on_expiry = on_expiry
         self._lock = threading.Condition()
-        self._current: tuple[str, float] | None = None
+        self._current: tuple[str, float, float] | None = None  # nodeid, start, deadline
         self._thread = threading.Thread(
             target=self._watch, name="conformance-watchdog", daemon=True
         )
@@ -72,7 +89,8 @@ class Watchdog:
 
     def start(self, nodeid: str) -> None:
         with self._lock:
-            self._current = (nodeid, time.monotonic() + self.limit_s)
+            now = time.monotonic()
+            self._current = (nodeid, now, now + self.limit_s)
             self._lock.notify()
 
     def stop(self) -> None:
@@ -85,15 +103,15 @@ class Watchdog:
             with self._lock:
                 while self._current is None:
                     self._lock.wait()
-                nodeid, deadline = self._current
+                nodeid, start, deadline = self._current
                 remaining = deadline - time.monotonic()
                 if remaining > 0:
                     self._lock.wait(remaining)
                     continue  # re-read: the test may have ended or another started
-            self._expire(nodeid)
+            self._expire(nodeid, time.monotonic() - start)
 
-    def _expire(self, nodeid: str) -> None:
+    def _expire(self, nodeid: str, elapsed_s: float) -> None:
         try:
-            self._on_expiry(nodeid)
+            self._on_expiry(nodeid, elapsed_s)
         finally:
             os._exit(TIMEOUT_EXIT_CODE)

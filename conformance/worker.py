@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import unittest
-from collections.abc import Generator, Mapping
+from collections.abc import Generator
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +30,7 @@ import pytest
 
 from conformance.backends import Backend
 from conformance.model import TestIdentity
-from conformance.sharding import select_shard
+from conformance.sharding import Durations, select_shard
 from conformance.watchdog import Watchdog, note_timeout
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class TestRunAgent:
         skiplist: Any,
         already_recorded: frozenset[str],
         shard: tuple[int, int] | None,
-        shard_durations: Mapping[str, float] | None = None,
+        shard_durations: Durations | None = None,
         timeout_s: float | None,
         trace_ops: bool,
         recorder: RunRecorder | None = None,
@@ -109,13 +109,15 @@ class TestRunAgent:
     ) -> None:
         from conformance.identity import identity_from_item
 
-        mine = select_shard([i.nodeid for i in items], self.shard, self.shard_durations)
-        removed: list[pytest.Item] = [i for i in items if i.nodeid not in mine]
-        items[:] = [i for i in items if i.nodeid in mine]
+        names = self.backend.device_names
+        identities = {item.nodeid: identity_from_item(item, names) for item in items}
+        removed: list[pytest.Item] = []
+        if self.shard is not None:
+            # By test_id, so that the shard holds the same tests on every device.
+            mine = select_shard(list(identities.values()), self.shard, self.shard_durations)
+            removed = [i for i in items if identities[i.nodeid].test_id not in mine]
+            items[:] = [i for i in items if identities[i.nodeid].test_id in mine]
         self.collected = len(items)
-        identities = {
-            item.nodeid: identity_from_item(item, self.backend.device_names) for item in items
-        }
 
         skiplisted: list[pytest.Item] = []
         if self.skiplist is not None:
@@ -123,9 +125,9 @@ class TestRunAgent:
 
             skiplisted = list(skiplists.apply_to_items(items, self.skiplist, identities))
             for item in skiplisted:
-                if item.nodeid not in self.already_recorded:
+                if identities[item.nodeid].test_id not in self.already_recorded:
                     self.deselected.append(self._deselected_entry(item, identities[item.nodeid]))
-        resumed = [i for i in items if i.nodeid in self.already_recorded]
+        resumed = [i for i in items if identities[i.nodeid].test_id in self.already_recorded]
         dropped = {id(i) for i in (*skiplisted, *resumed)}
         removed += [i for i in items if id(i) in dropped]
         items[:] = [i for i in items if id(i) not in dropped]
@@ -205,12 +207,12 @@ class TestRunAgent:
             )
         return report
 
-    def _on_timeout(self, nodeid: str) -> None:
-        note_timeout(self.run_dir, nodeid)
+    def _on_timeout(self, nodeid: str, elapsed_s: float) -> None:
+        note_timeout(self.run_dir, nodeid, elapsed_s)
         if self.recorder is not None:  # serial run: no controller will outlive this process
             running = self._running
             facts = dict(running.user_properties) if running is not None else {}
-            self.recorder.record_timeout(nodeid, facts.get("test_identity"))
+            self.recorder.record_timeout(nodeid, facts.get("test_identity"), elapsed_s)
 
 
 def _classify(exc: BaseException) -> tuple[str, str]:

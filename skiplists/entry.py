@@ -5,12 +5,13 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from conformance.model import TestIdentity
 
-__all__ = ["FIELD_NAMES", "TIERS", "Selector", "SkipEntry", "display_path"]
+__all__ = ["FIELD_NAMES", "SCOPE_FIELD", "TIERS", "Selector", "SkipEntry", "display_path"]
 
 #: ``deselect``: never run (crashes, hangs). ``xfail``: runs, expected to fail (strict by
 #: default, so a fix shows up). ``skip``: not run but reported (not applicable, unsupported).
@@ -25,7 +26,12 @@ FIELD_NAMES = (
     ("op", "op"),
     ("variant", "variant"),
     ("dtypes", "dtype"),
+    ("suite", "suite"),
 )
+
+#: The field that scopes an entry to a suite without making it more specific: it does not
+#: count in the precedence between entries (see SkipEntry.rank).
+SCOPE_FIELD = "suite"
 
 # Which kind of selector wins when several entries select the same test: an exact
 # test_id beats structured fields, which beat an explicit pattern.
@@ -44,6 +50,13 @@ def display_path(path: Path) -> str:
     return str(path)
 
 
+def specificity(attrs: Iterable[str]) -> int:
+    """How many of the fields (TestIdentity attributes) narrow the tests selected: the
+    suite scope does not count."""
+    names = list(attrs)
+    return len(names) - (SCOPE_FIELD in names)
+
+
 @dataclass(frozen=True)
 class Selector:
     """Which tests an entry applies to.
@@ -51,7 +64,8 @@ class Selector:
     Exactly one kind: ``test_ids`` (exact, device-independent test_ids), structured fields
     (every field that is set must equal the test's field; ``dtypes`` is a set of
     alternatives), or ``pattern`` (a regular expression that must match the whole test_id,
-    optionally narrowed by structured fields).
+    optionally narrowed by structured fields). ``suite`` (``embedded`` or ``upstream``)
+    scopes structured fields and patterns to one suite's tests.
     """
 
     test_ids: tuple[str, ...] = ()
@@ -62,6 +76,7 @@ class Selector:
     variant: str = ""
     dtypes: tuple[str, ...] = ()
     pattern: str = ""
+    suite: str = ""
     _compiled: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -94,6 +109,7 @@ class Selector:
             self.variant,
             tuple(sorted(self.dtypes)),
             self.pattern,
+            self.suite,
         )
 
     def matches(self, identity: TestIdentity) -> bool:
@@ -159,7 +175,8 @@ class SkipEntry:
     def rank(self) -> tuple[int, int, int, int]:
         """Precedence among entries selecting the same test: higher wins."""
         selector = self.selector
-        return (_KIND_RANK[selector.kind], len(selector.field_values()), self.layer, -self.line)
+        fields = specificity(selector.field_values())
+        return (_KIND_RANK[selector.kind], fields, self.layer, -self.line)
 
     @functools.cache  # noqa: B019 - entries live as long as their skiplist
     def mark_reason(self) -> str:

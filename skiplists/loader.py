@@ -5,9 +5,10 @@ A file holds an optional ``[skiplist]`` header and ``[[skip]]`` entries::
     [skiplist]
     backend = "emu"      # optional: the file only applies to this backend
     torch = "2.13"       # optional: the file only applies to this torch release
+    suite = "embedded"   # optional: every entry is for this suite's tests
 
     [[skip]]
-    test_id = "test_ops.py::TestCommon::test_out_cumsum_float32"
+    test_id = "embedded/test_ops.py::TestCommon::test_out_cumsum_float32"
     tier = "xfail"
     category = "missing_lowering"
     detail = "aten::cumsum.out"
@@ -16,6 +17,7 @@ A file holds an optional ``[skiplist]`` header and ``[[skip]]`` entries::
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import difflib
 import re
@@ -23,8 +25,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from conformance.model import CATEGORIES
-from skiplists.entry import FIELD_NAMES, TIERS, Selector, SkipEntry, display_path
+from conformance.model import CATEGORIES, SUITES, suite_of_file
+from skiplists.entry import (
+    FIELD_NAMES,
+    SCOPE_FIELD,
+    TIERS,
+    Selector,
+    SkipEntry,
+    display_path,
+    specificity,
+)
 from skiplists.errors import SkiplistError
 from skiplists.tomllines import Section, scan
 
@@ -38,7 +48,7 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 __all__ = ["ENTRY_KEYS", "HEADER_KEYS", "parse_file", "parse_text", "torch_release"]
 
-HEADER_KEYS = ("backend", "torch", "description")
+HEADER_KEYS = ("backend", "torch", "suite", "description")
 _SELECTOR_KEYS = ("test_id", *(key for key, _attr in FIELD_NAMES), "pattern")
 ENTRY_KEYS = (
     *_SELECTOR_KEYS,
@@ -108,7 +118,9 @@ def parse_text(
     for key in document:
         if key not in ("skiplist", "skip"):
             _unknown(key, ("skiplist", "skip"), path, _top_line(sections, key), "a top-level key")
-    _check_header(document.get("skiplist", {}), sections, path, backend, torch_version)
+    header = document.get("skiplist", {})
+    _check_header(header, sections, path, backend, torch_version)
+    suite = header.get("suite", "")
     tables = document.get("skip", [])
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         raise SkiplistError(
@@ -123,7 +135,7 @@ def parse_text(
         located = [Section("skip", True, line, line) for _ in tables]
     display = display_path(path)  # resolving a path touches the file system: once per file
     return [
-        _entry(table, section, path, index, layer, display)
+        _entry(table, section, path, index, layer, display, suite)
         for index, (table, section) in enumerate(zip(tables, located, strict=True))
     ]
 
@@ -158,6 +170,14 @@ def _check_header(
             line=keys.get("torch", line),
             field="torch",
         )
+    suite = header.get("suite", "")
+    if suite and suite not in SUITES:
+        raise SkiplistError(
+            f"{suite!r} is not a suite; use one of {', '.join(SUITES)}",
+            file=path,
+            line=keys.get("suite", line),
+            field="suite",
+        )
     if release and torch_version and release != torch_release(torch_version):
         raise SkiplistError(
             f"this file is for torch {release}, not {torch_version}",
@@ -168,7 +188,13 @@ def _check_header(
 
 
 def _entry(
-    table: Mapping[str, Any], section: Section, path: Path, index: int, layer: int, display: str
+    table: Mapping[str, Any],
+    section: Section,
+    path: Path,
+    index: int,
+    layer: int,
+    display: str,
+    file_suite: str = "",
 ) -> SkipEntry:
     def fail(message: str, key: str) -> SkiplistError:
         return SkiplistError(
@@ -189,7 +215,7 @@ def _entry(
             raise fail("has leading or trailing spaces", key)
         return value
 
-    selector = _selector(table, fail, text)
+    selector = _scoped(_selector(table, fail, text), table, fail, file_suite)
     tier = text("tier", required=True)
     if tier not in TIERS:
         raise fail(f"{tier!r} is not a tier; use one of {', '.join(TIERS)}", "tier")
@@ -235,9 +261,10 @@ def _entry(
 
 
 def _selector(table: Mapping[str, Any], fail: Any, text: Any) -> Selector:
-    present = [key for key in _SELECTOR_KEYS if key in table]
+    present = [key for key in _SELECTOR_KEYS if key in table and key != SCOPE_FIELD]
     if not present:
-        raise fail("an entry needs a selector: test_id, structured fields or pattern", "test_id")
+        key = SCOPE_FIELD if SCOPE_FIELD in table else "test_id"
+        raise fail("an entry needs a selector: test_id, structured fields or pattern", key)
     if "test_id" in table:
         if len(present) > 1:
             raise fail(f"test_id cannot be combined with {present[1]!r}", present[1])
@@ -283,6 +310,33 @@ def _selector(table: Mapping[str, Any], fail: Any, text: Any) -> Selector:
         if compiled.fullmatch("") is not None:
             raise fail(f"{pattern!r} matches the empty string, so it selects anything", "pattern")
     return Selector(dtypes=tuple(dtypes), pattern=pattern, _compiled=compiled, **values)
+
+
+def _scoped(selector: Selector, table: Mapping[str, Any], fail: Any, file_suite: str) -> Selector:
+    """The selector with its suite: the entry's own ``suite``, else the file's. A test_id or
+    file names its suite itself (``embedded/...`` or not), which must agree."""
+    own = table.get("suite", "")
+    if "suite" in table and own not in SUITES:
+        raise fail(f"{own!r} is not a suite; use one of {', '.join(SUITES)}", "suite")
+    suite = own or file_suite
+    key = "suite" if own else "test_id"
+    named = [(tid, tid.split("::", 1)[0]) for tid in selector.test_ids]
+    if selector.file:
+        named.append((selector.file, selector.file))
+        key = "suite" if own else "file"
+    for what, file in named:
+        if suite and suite_of_file(file) != suite:
+            raise fail(
+                f"{what!r} is a test of the {suite_of_file(file)} suite, but the "
+                f"{'entry' if own else 'file'} is for the {suite} suite "
+                "(tests of the embedded suite are named embedded/FILE)",
+                key,
+            )
+    if selector.test_ids or selector.file or not suite:
+        return dataclasses.replace(selector, suite="")  # the name already says the suite
+    if not (selector.pattern or specificity(selector.field_values())):
+        raise fail("a suite alone selects nothing: add structured fields or a pattern", "suite")
+    return dataclasses.replace(selector, suite=suite)
 
 
 def _review(table: Mapping[str, Any], fail: Any) -> dt.date | None:

@@ -50,8 +50,9 @@ def read_run_facts(run_dir: Path) -> RunFacts:
 
 def merge_facts(runs: Sequence[RunFacts]) -> RunFacts:
     """Several runs as one (shards, or selections that together cover the suite): the first
-    run's metadata, every test once (identity from the last run that has it), all records."""
-    identities = {i.nodeid: i for facts in runs for i in facts.identities}
+    run's metadata, every test once (identity from the last run that has it, by test_id),
+    all records."""
+    identities = {i.test_id: i for facts in runs for i in facts.identities}
     records = [r for facts in runs for r in facts.records]
     return RunFacts(meta=runs[0].meta, identities=list(identities.values()), records=records)
 
@@ -63,9 +64,9 @@ def facts_from_frame(meta: RunMeta, frame: Any) -> RunFacts:
         raise ConfigError(f"run records lack columns {missing}", where=meta.run_id)
     latest: dict[str, dict[str, Any]] = {}
     for record in frame.to_dict("records"):
-        previous = latest.get(record["nodeid"])
+        previous = latest.get(record["test_id"])
         if previous is None or int(record["rerun"]) >= int(previous["rerun"]):
-            latest[record["nodeid"]] = record
+            latest[record["test_id"]] = record
     identities = [
         TestIdentity(
             nodeid=r["nodeid"],
@@ -78,6 +79,7 @@ def facts_from_frame(meta: RunMeta, frame: Any) -> RunFacts:
             dtype=r["dtype"],
             params=r["params"],
             device=r["device"],
+            suite=r["suite"],
         )
         for r in latest.values()
     ]

@@ -11,7 +11,7 @@ from itertools import compress
 from pathlib import Path
 
 from conformance.model import TestIdentity
-from skiplists.entry import FIELD_NAMES, SkipEntry
+from skiplists.entry import FIELD_NAMES, SkipEntry, specificity
 from skiplists.errors import SkiplistError
 from skiplists.loader import parse_file, torch_release
 
@@ -134,8 +134,8 @@ class Skiplist:
                     key = tuple(dtype if a == "dtype" else values[a] for a in names)
                     index.setdefault(key if len(key) > 1 else key[0], []).append(entry)
         # Most specific groups first; a test's first group size that hits wins.
-        for names in sorted(groups, key=len, reverse=True):
-            self._fields.append((operator.attrgetter(*names), groups[names], len(names)))
+        for names in sorted(groups, key=specificity, reverse=True):
+            self._fields.append((operator.attrgetter(*names), groups[names], specificity(names)))
         for bucket in (*self._patterns_by_file.values(), self._patterns_any):
             bucket.freeze()
 
@@ -269,7 +269,7 @@ def _selection_keys(entry: SkipEntry) -> list[object]:
     if selector.test_ids:
         return [("test_id", test_id) for test_id in selector.test_ids]
     base = selector.key()
-    return [(*base[:6], dtype, base[7]) for dtype in selector.dtypes or ("",)]
+    return [(*base[:6], dtype, *base[7:]) for dtype in selector.dtypes or ("",)]
 
 
 def literal_file(pattern: str) -> str:

@@ -315,8 +315,9 @@ def test_embedded_suite_files_are_named_from_the_suite_folder_whatever_the_rootd
     repo = SUITE_DIR.parent.parent  # an editable install: pytest's rootdir is the repository
     nodeid = "conformance/embedded/test_ops.py::TestCommonCPU::test_out_sin_cpu_float32"
     identity = parse_nodeid(nodeid, DEVICES, rootdir=repo)
-    assert identity.test_id == "test_ops.py::TestCommon::test_out_sin_float32"
-    assert identity.file == "test_ops.py" and identity.nodeid == nodeid
+    assert identity.test_id == "embedded/test_ops.py::TestCommon::test_out_sin_float32"
+    assert identity.file == "embedded/test_ops.py" and identity.nodeid == nodeid
+    assert identity.suite == "embedded"
     # Run from the suite folder, and files outside it, are named as pytest names them.
     assert (
         parse_nodeid(
@@ -328,6 +329,7 @@ def test_embedded_suite_files_are_named_from_the_suite_folder_whatever_the_rootd
         "test/test_ops.py::TestCommonCPU::test_out_sin_cpu_float32", DEVICES, rootdir=repo
     )
     assert other.test_id == "test/test_ops.py::TestCommon::test_out_sin_float32"
+    assert other.suite == "upstream"
 
 
 def test_items_of_the_embedded_suite_collected_from_elsewhere_keep_their_test_ids(
@@ -342,5 +344,8 @@ def test_items_of_the_embedded_suite_collected_from_elsewhere_keep_their_test_id
     assert items
     for item in items:
         identity = identity_from_item(item, DEVICES)
-        assert identity.file == "test_optim.py", item.nodeid
-        assert identity.test_id.startswith("test_optim.py::TestOptimRenewed::"), item.nodeid
+        assert identity.file == "embedded/test_optim.py", item.nodeid
+        assert identity.test_id.startswith("embedded/test_optim.py::TestOptimRenewed::"), (
+            item.nodeid
+        )
+        assert identity.suite == "embedded"

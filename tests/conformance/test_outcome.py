@@ -37,7 +37,9 @@ def crash_text(text):
     return SimpleNamespace(reprcrash=SimpleNamespace(message=text), __str__=lambda self: text)
 
 
-def merger(timed_out=()):
+def merger(timed_out=(), elapsed=None):
+    """``timed_out``: the nodeids the watchdog stopped, or {nodeid: seconds it noted}."""
+    noted = timed_out if isinstance(timed_out, dict) else dict.fromkeys(timed_out, 31.5)
     return OutcomeMerger(
         run_id="r1",
         device="emu",
@@ -47,7 +49,8 @@ def merger(timed_out=()):
         ),
         classify_failure=lambda exc, text: ("other", "from-text:" + text[:12]),
         classify_skip=lambda reason: ("upstream_skip", reason),
-        timed_out=lambda nodeid: nodeid in timed_out,
+        timed_out=noted.get,
+        elapsed=lambda nodeid: (elapsed or {}).get(nodeid),
         timeout_s=30,
     )
 
@@ -250,7 +253,20 @@ def test_a_dead_worker_is_a_crash_unless_the_watchdog_noted_a_timeout():
         "timeout",
         "timed out after 30 s",
     )
+    assert rec.duration_s == 31.5  # the time it ran, as the watchdog noted it
     assert all(is_unexpected(o, "") for o in ("failed", "error", "crashed", "timeout"))
+
+
+def test_crashed_and_timed_out_tests_record_the_time_they_ran():
+    m = merger(timed_out={"f.py::T::hang"}, elapsed={"f.py::T::t": 7.25, "f.py::T::hang": 2.0})
+    crashed = report(when="???", outcome="failed", longrepr="worker crashed", duration=0)
+    rec = run(m, report(when="setup", duration=0.5), crashed)
+    assert (rec.outcome, rec.duration_s) == ("crashed", 7.25)  # from its start to the crash
+    rec = run(m, report(nodeid="f.py::T::hang", when="???", outcome="failed", longrepr="x"))
+    assert (rec.outcome, rec.duration_s) == ("timeout", 31.5)  # never less than the limit
+    m = merger(timed_out={"f.py::T::hang": 0.0})  # a note without a time (an older run)
+    rec = run(m, report(nodeid="f.py::T::hang", when="???", outcome="failed", longrepr="x"))
+    assert rec.duration_s == 30
 
 
 def test_long_messages_are_truncated():

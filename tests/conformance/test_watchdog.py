@@ -6,7 +6,7 @@ import subprocess
 import sys
 import textwrap
 
-from conformance.watchdog import TIMEOUT_EXIT_CODE, timed_out_nodeids
+from conformance.watchdog import TIMEOUT_EXIT_CODE, timed_out_nodeids, timeout_notes
 
 
 def run_script(tmp_path, body: str) -> subprocess.CompletedProcess:
@@ -16,7 +16,7 @@ def run_script(tmp_path, body: str) -> subprocess.CompletedProcess:
         from pathlib import Path
         from conformance.watchdog import Watchdog, note_timeout
         run_dir = Path({str(tmp_path)!r})
-        dog = Watchdog(0.3, lambda nodeid: note_timeout(run_dir, nodeid))
+        dog = Watchdog(0.3, lambda nodeid, elapsed: note_timeout(run_dir, nodeid, elapsed))
         """
     ) + textwrap.dedent(body)
     return subprocess.run(
@@ -36,6 +36,8 @@ def test_a_test_that_outlives_its_limit_ends_the_process_with_a_note(tmp_path):
     assert done.returncode == TIMEOUT_EXIT_CODE
     assert "not reached" not in done.stdout
     assert timed_out_nodeids(tmp_path) == {"f.py::T::test_hang"}
+    # The note keeps how long the test ran: at least its limit.
+    assert 0.3 <= timeout_notes(tmp_path)["f.py::T::test_hang"] < 10
 
 
 def test_tests_within_their_limit_are_left_alone(tmp_path):
