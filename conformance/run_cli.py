@@ -153,6 +153,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--expected-count", type=int, metavar="N", help="tests the selection should collect"
     )
     parser.add_argument(
+        "--progress-interval",
+        type=float,
+        metavar="SECONDS",
+        help="seconds between progress lines (done/total, rate, ETA, failures; default 10, 0: none)",
+    )
+    parser.add_argument(
         "pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="passed on to pytest"
     )
     parser.set_defaults(handler=run_command)
@@ -345,6 +351,8 @@ def _run_pytest(
             command += ["--expected-count", str(args.expected_count)]
     if args.trace_ops:
         command.append("--trace-ops")
+    if args.progress_interval is not None:
+        command += ["--progress-interval", f"{args.progress_interval:g}"]
     if args.shard:
         command += ["--shard", args.shard]
         for run in args.shard_durations:

@@ -188,6 +188,9 @@ def test_xdist_run_survives_a_segfault_and_a_hang_and_records_the_same(pytester:
     rows = frame.set_index("test_id")
     assert "crashed while running" in rows.loc[CRASH + "test_b_segfault"].message
     assert rows.loc[CRASH + "test_c_hang"].message == "timed out after 4 s"
+    # Stopped tests keep the time they ran: durations balance shards by them.
+    assert rows.loc[CRASH + "test_c_hang"].duration_s >= 4
+    assert rows.loc[CRASH + "test_b_segfault"].duration_s > 0
     assert (pytester.path / "runs" / "latest").resolve().name == "par"
 
     # the same tests run serially give the same records, field by field
@@ -252,6 +255,7 @@ def test_a_killed_run_resumes_without_losing_or_repeating_a_record(pytester: pyt
         "timeout",
         "timeout",
     ]
+    assert rows.loc["test_killed.py::test_4", "duration_s"] >= 3  # the serial watchdog's time
     assert rows.loc["test_killed.py::test_5", "outcome"] == "passed"
     kept = frame[frame["nodeid"].isin(before["nodeid"])].reset_index(drop=True)
     assert kept.equals(before)
