@@ -65,8 +65,14 @@ class Progress:
         self.total = 0
         self.done = 0
         self.failures: Counter[str] = Counter()
-        self._start = clock()
-        self._last = self._start
+        self._start: float | None = None
+        self._last = clock()
+
+    def started(self) -> None:
+        """The first test started: the rate counts from here, not from the workers'
+        start-up (seconds of importing torch and collecting)."""
+        if self._start is None:
+            self._start = self._last = self._clock()
 
     def add_total(self, count: int) -> None:
         self.total += count
@@ -88,6 +94,8 @@ class Progress:
 
     def line(self, now: float | None = None) -> str:
         now = self._clock() if now is None else now
+        if self._start is None:
+            self._start = now
         elapsed = max(now - self._start, 1e-9)
         rate = self.done / elapsed
         total = max(self.total, self.done)
@@ -111,9 +119,17 @@ class ProgressPlugin:
 
     def _write_line(self, text: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.ensure_newline()
-            reporter.write_line(text)
+        if reporter is None:
+            return
+        # Progress dots (xdist's among them) leave the line open: the line starts anew.
+        writer = getattr(reporter, "_tw", None)
+        if getattr(writer, "width_of_current_line", 0):
+            reporter.write("\n")
+        reporter.write_line(text)
+
+    @pytest.hookimpl
+    def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
+        self.progress.started()
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:

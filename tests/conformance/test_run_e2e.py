@@ -68,3 +68,36 @@ def test_emu_run_with_cpu_baseline_separates_backend_failures(tmp_path, capsys):
     assert rows.loc[ops + "test_missing_kernel", "failure_scope"] == "both"
     assert rows.loc[ops + "test_missing_kernel", "detail"] == "aten::_cslt_compress"
     assert summary["backend_only"] == int(joined["backend_only"].sum()) >= 1
+
+
+@pytest.mark.slow
+def test_a_shard_runs_the_same_tests_on_emu_and_its_cpu_baseline(tmp_path, capsys):
+    pytest.importorskip("torch_emu")
+    tests = tmp_path / "test"
+    tests.mkdir()
+    shutil.copy(FIXTURES / "test_fixture_ops.py", tests)
+    runs = tmp_path / "runs"
+    common = ("--tests", str(tests), "--files", "test_fixture_ops", "-n", "1")
+    common += ("--runs-root", str(runs), "--no-skiplist")
+    assert run("--device", "cpu", *common, "--run-id", "cpu-full") == 1  # two failures
+    _, full = read_run(runs / "cpu-full")
+
+    for balance in ([], ["--shard-durations", "cpu-full"]):  # by hash, then by cpu's durations
+        name = "by-time" if balance else "by-hash"
+        parts = []
+        for k in (1, 2):
+            baseline = ["--baseline", "cpu"] if k == 1 else []
+            shard = ["--shard", f"{k}/2", *balance]
+            run("--device", "emu", *common, *shard, *baseline, "--run-id", f"{name}-{k}")
+            _, frame = read_run(runs / f"{name}-{k}")
+            parts.append(set(frame["test_id"]))
+        # The two shards partition the selection, test_id by test_id.
+        assert parts[0] | parts[1] == set(full["test_id"]) and not parts[0] & parts[1]
+        # The baseline ran the same shard on cpu: every test of the shard is joined.
+        summary, joined = read_baseline(runs / f"{name}-1")
+        base_meta, base = read_run(runs / summary["baseline_run_id"])
+        assert base_meta.shard == "1/2" and set(base["test_id"]) == parts[0]
+        assert (summary["in_both"], summary["only_here"]) == (len(parts[0]), 0)
+        assert summary["only_baseline"] == 0
+        assert set(joined["baseline_outcome"]) - {""} and (joined["baseline_outcome"] != "").all()
+    capsys.readouterr()
