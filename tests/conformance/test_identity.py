@@ -330,6 +330,13 @@ def test_embedded_suite_files_are_named_from_the_suite_folder_whatever_the_rootd
     )
     assert other.test_id == "test/test_ops.py::TestCommon::test_out_sin_float32"
     assert other.suite == "upstream"
+    # Upstream's test_ops.py, run from its test/ folder: same file, class and name as the
+    # embedded test, yet another test, so never the same identity.
+    upstream = parse_nodeid(
+        "test_ops.py::TestCommonCPU::test_out_sin_cpu_float32", DEVICES, rootdir=repo / "test"
+    )
+    assert upstream.test_id == "test_ops.py::TestCommon::test_out_sin_float32"
+    assert upstream.test_id != identity.test_id and upstream.suite == "upstream"
 
 
 def test_items_of_the_embedded_suite_collected_from_elsewhere_keep_their_test_ids(

@@ -8,7 +8,7 @@ import pytest
 
 import skiplists
 from conformance.errors import ConfigError
-from conformance.model import TestIdentity
+from conformance.model import TestIdentity, suite_of_file
 from skiplists import SkiplistError
 
 GOOD = """\
@@ -57,7 +57,14 @@ def load(
 
 def identity(test_id: str, **fields: str) -> TestIdentity:
     file, test_class, _name = test_id.split("::")
-    return TestIdentity(nodeid=test_id, test_id=test_id, file=file, test_class=test_class, **fields)
+    return TestIdentity(
+        nodeid=test_id,
+        test_id=test_id,
+        file=file,
+        test_class=test_class,
+        suite=suite_of_file(file),
+        **fields,
+    )
 
 
 def error(tmp_path: Path, text: str, **kwargs: str) -> SkiplistError:
@@ -230,3 +237,83 @@ def test_missing_file_and_bad_torch_version(tmp_path: Path) -> None:
 def test_shipped_files_load() -> None:
     paths = skiplists.default_paths("emu", "2.13.0+cpu")
     skiplists.load(paths, backend="emu", torch_version="2.13.0+cpu")
+
+
+EMBEDDED_ONLY = """\
+[skiplist]
+suite = "embedded"
+
+[[skip]]
+test_id = "embedded/test_modules.py::TestModule::test_forward_nn_BCEWithLogitsLoss_float32"
+tier = "xfail"
+category = "numerical_mismatch"
+reason = "loss differs"
+
+[[skip]]
+template = "test_out"
+op = "cumsum"
+tier = "xfail"
+category = "missing_lowering"
+detail = "aten::cumsum.out"
+reason = "cumsum.out has no lowering yet"
+"""
+
+
+def test_an_entry_for_one_suite_never_applies_to_the_other(tmp_path: Path) -> None:
+    skiplist = load(write(tmp_path, EMBEDDED_ONLY))
+    name = "test_modules.py::TestModule::test_forward_nn_BCEWithLogitsLoss_float32"
+    embedded = identity("embedded/" + name, template="test_forward")
+    upstream = identity(name, template="test_forward")
+    assert (embedded.suite, upstream.suite) == ("embedded", "upstream")
+    assert skiplist.match(embedded) is not None and skiplist.match(upstream) is None
+    out = "::TestCommon::test_out_cumsum_float32"
+    assert skiplist.match(identity("embedded/test_ops.py" + out, template="test_out", op="cumsum"))
+    # The same structured fields on an upstream test: the file's suite scopes the entry.
+    assert skiplist.match(identity("test_ops.py" + out, template="test_out", op="cumsum")) is None
+
+
+def test_a_structured_entry_scoped_to_a_suite_is_no_more_specific(tmp_path: Path) -> None:
+    text = EMBEDDED_ONLY.replace('suite = "embedded"', "") + (
+        '\n[[skip]]\ntemplate = "test_out"\nop = "cumsum"\ndtypes = ["float32"]\n'
+        'suite = "embedded"\ntier = "skip"\ncategory = "other"\nreason = "narrower"\n'
+    )
+    skiplist = load(write(tmp_path, text))
+    out = "::TestCommon::test_out_cumsum_float32"
+    fields = {"template": "test_out", "op": "cumsum", "dtype": "float32"}
+    assert skiplist.match(identity("embedded/test_ops.py" + out, **fields)).reason == "narrower"
+    # Unscoped, the first cumsum entry applies to both suites.
+    assert skiplist.match(identity("test_ops.py" + out, **fields)).tier == "xfail"
+
+
+@pytest.mark.parametrize(
+    ("entry", "line", "field", "message"),
+    [
+        (
+            'test_id = "test_ops.py::TestCommon::test_out_add_float32"',
+            6,
+            "test_id",
+            "is a test of the upstream suite, but the file is for the embedded suite",
+        ),
+        ('file = "test_ops.py"\ntemplate = "test_out"', 6, "file", "upstream suite"),
+        ('template = "test_out"\nsuite = "cuda"', 7, "suite", "'cuda' is not a suite"),
+        ('suite = "upstream"', 6, "suite", "an entry needs a selector"),
+    ],
+)
+def test_suites_are_checked_where_they_are_written(
+    tmp_path: Path, entry: str, line: int, field: str, message: str
+) -> None:
+    text = f'[skiplist]\nsuite = "embedded"\n\n[[skip]]\n{entry}\ntier = "skip"\n'
+    text += 'category = "other"\nreason = "r"\n'
+    text = text.replace("[[skip]]\n", "[[skip]]\n# entry\n")
+    path = write(tmp_path, text)
+    with pytest.raises(SkiplistError) as caught:
+        load(path)
+    error = caught.value
+    assert message in str(error), str(error)
+    assert f"{path.name}:{line}" in str(error) and field in str(error)
+
+
+def test_a_bad_suite_in_the_header_is_named(tmp_path: Path) -> None:
+    path = write(tmp_path, '[skiplist]\nsuite = "both"\n')
+    with pytest.raises(SkiplistError, match="'both' is not a suite; use one of upstream, embedded"):
+        load(path)
