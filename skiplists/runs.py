@@ -92,6 +92,7 @@ def collect_identities(
     """Collect the tests under ``paths`` in a subprocess and identify them by nodeid."""
     from conformance.identity import parse_nodeid
 
+    rootdir = Path.cwd()
     # The plugin named explicitly: it may not be auto-loaded (PYTEST_DISABLE_PLUGIN_AUTOLOAD).
     plugin = ["-p", "conformance.plugin"] if "--device" in pytest_args else []
     command = [
@@ -100,6 +101,9 @@ def collect_identities(
         "pytest",
         "--collect-only",
         "-q",
+        # Nodeids relative to a known folder, so the embedded suite's files are named in
+        # its namespace (embedded/...) however the paths were given.
+        f"--rootdir={rootdir}",
         *plugin,
         *pytest_args,
         *paths,
@@ -110,4 +114,4 @@ def collect_identities(
     if done.returncode not in (0, 5) or (done.returncode == 0 and not nodeids):
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
         raise ConfigError(f"collecting {' '.join(paths)} failed:\n{tail}")
-    return [parse_nodeid(nodeid, device_names) for nodeid in nodeids]
+    return [parse_nodeid(nodeid, device_names, rootdir) for nodeid in nodeids]
