@@ -9,8 +9,10 @@ CI machine, and shards never overlap or miss a test.
 
 Without timing data a test's shard comes from a hash of its test_id. Given the durations
 earlier runs recorded (on any device: tests keep their test_id), the recorded tests of
-the files being run are bin-packed longest first onto the least loaded shard, so shards
-take about the same wall time rather than holding the same number of tests. A test no
+the files being run are bin-packed longest first onto the least loaded shard, template by
+template, so shards take about the same wall time rather than holding the same number of
+tests, even on a device whose times differ from the recording device's template by
+template. A test no
 earlier run recorded goes by hash (its shard cannot depend on the other tests collected),
 and its time is estimated from the recorded tests most like it: the same template, else
 the same class, else the same file, else all of them.
@@ -28,7 +30,15 @@ from pathlib import Path
 
 from conformance.model import TestIdentity
 
-__all__ = ["Durations", "ShardPlan", "in_shard", "plan_shard", "read_durations", "select_shard"]
+__all__ = [
+    "Durations",
+    "ShardPlan",
+    "in_shard",
+    "pack",
+    "plan_shard",
+    "read_durations",
+    "select_shard",
+]
 
 #: Outcomes whose recorded time says nothing about how long the test runs.
 _NOT_RUN = ("deselected",)
@@ -131,26 +141,16 @@ def plan_shard(
     if not durations:
         return ShardPlan({i.test_id for i in identities if in_shard(i.test_id, shard)})
     index, count = shard
-    files = {identity.file for identity in identities}
+    packed = pack(durations, {identity.file for identity in identities}, count)
     seconds = durations.seconds
-    universe = sorted(
-        (test_id for test_id, groups in durations.groups.items() if groups[0] in files),
-        key=lambda test_id: (-seconds[test_id], test_id),
-    )
-    loads = [(0.0, k) for k in range(count)]
-    packed: set[str] = set()
-    for test_id in universe:
-        load, k = heapq.heappop(loads)
-        if k == index - 1:
-            packed.add(test_id)
-        heapq.heappush(loads, (load + seconds[test_id], k))
 
     plan = ShardPlan(set())
     estimator: Estimator | None = None
     for identity in identities:
         test_id = identity.test_id
-        if test_id in seconds:
-            if test_id in packed:
+        k = packed.get(test_id)  # None: not recorded (or recorded under another file)
+        if k is not None:
+            if k == index - 1:
                 plan.test_ids.add(test_id)
                 plan.expected_s += seconds[test_id]
         elif in_shard(test_id, shard):
@@ -161,6 +161,36 @@ def plan_shard(
             plan.estimated += 1
             plan.basis[basis] = plan.basis.get(basis, 0) + 1
     return plan
+
+
+def pack(durations: Durations, files: set[str], count: int) -> dict[str, int]:
+    """The shard (0-based) of each recorded test of ``files``, out of ``count``.
+
+    Template by template (the most time first), each template's tests longest first go
+    to the shard with the least of that template's time so far, then the least time in
+    all. Each shard so holds an even share of every template as well as of the total:
+    a device that runs one template three times slower than the one the durations came
+    from slows every shard alike.
+    """
+    seconds = durations.seconds
+    by_template: dict[str, list[str]] = defaultdict(list)
+    for test_id, groups in durations.groups.items():
+        if groups[0] in files:
+            by_template[groups[2]].append(test_id)
+    totals = {key: sum(seconds[t] for t in tests) for key, tests in by_template.items()}
+    loads = [0.0] * count
+    assigned: dict[str, int] = {}
+    for key in sorted(by_template, key=lambda key: (-totals[key], key)):
+        tests = sorted(by_template[key], key=lambda test_id: (-seconds[test_id], test_id))
+        heap = [(0.0, loads[k], k) for k in range(count)]
+        heapq.heapify(heap)
+        for test_id in tests:
+            share, load, k = heapq.heappop(heap)
+            assigned[test_id] = k
+            took = seconds[test_id]
+            loads[k] = load + took
+            heapq.heappush(heap, (share + took, load + took, k))
+    return assigned
 
 
 def select_shard(
