@@ -80,6 +80,22 @@ def conformance(session: nox.Session) -> None:
 
 
 @nox.session
+def nightly(session: nox.Session) -> None:
+    """Rehearse the nightly pipeline here: N shards of a selection on emu and on cpu,
+    merged, joined, triaged and reported with trends, as .github/workflows/nightly.yml
+    runs it (arguments after -- go to `conformance nightly rehearse`)."""
+    install_stack(session)
+    args = session.posargs or ["--shards", "2", "--suite", "embedded:smoke", "-n", "2"]
+    root = ROOT / "nightly"
+    session.run(
+        "conformance", "nightly", "rehearse",
+        "--runs-root", str(root / "runs"), "--history", str(root / "history"),
+        "--report", str(root / "report"), *args,
+        success_codes=[0, 1],  # 1: unexpected outcomes, which the report shows
+    )  # fmt: skip
+
+
+@nox.session
 def report(session: nox.Session) -> None:
     """Render the report of a run (default: the latest under runs/)."""
     install_stack(session)

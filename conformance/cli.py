@@ -21,6 +21,7 @@ __all__ = ["build_parser", "main"]
 PART_MODULES = (
     "conformance.run_cli",
     "conformance.merge",
+    "conformance.nightly",
     "conformance.embedded.cli",
     "skiplists.cli",
     "op_coverage.cli",

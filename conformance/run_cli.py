@@ -28,7 +28,14 @@ from pathlib import Path
 from conformance.errors import ConfigError
 from conformance.outcome import is_unexpected
 
-__all__ = ["DEFAULT_UPSTREAM_FILES", "Selection", "judge", "register", "select_tests"]
+__all__ = [
+    "DEFAULT_UPSTREAM_FILES",
+    "Selection",
+    "join_baseline",
+    "judge",
+    "register",
+    "select_tests",
+]
 
 #: Upstream test files that are device-generic (instantiate_device_type_tests), run when
 #: no --files are given.
@@ -186,7 +193,9 @@ def run_command(args: argparse.Namespace) -> int:
 
         if not args.shard:
             raise ConfigError("needs --shard K/N", where="--shard-durations")
-        args.shard_durations = [resolve_run(ref, runs_root) for ref in args.shard_durations]
+        args.shard_durations = [
+            resolve_run(ref, runs_root).resolve() for ref in args.shard_durations
+        ]  # absolute: pytest runs in the selection's folder
     check_backend(args.device, args.backend_module)
     if args.baseline:
         check_backend(args.baseline, None)
@@ -223,7 +232,7 @@ def run_command(args: argparse.Namespace) -> int:
         return status
     code = judge(run_dir)
     if baseline_dir is not None:
-        _join_baseline(run_dir, baseline_dir, args.baseline)
+        join_baseline(run_dir, baseline_dir, args.baseline)
     print(f"run written to {run_dir}")
     return code
 
@@ -405,7 +414,7 @@ def judge(run_dir: Path) -> int:
     return 1 if problems else 0
 
 
-def _join_baseline(run_dir: Path, baseline_dir: Path, device: str) -> None:
+def join_baseline(run_dir: Path, baseline_dir: Path, device: str) -> None:
     """Join the run with its baseline run on ``device``, write the join beside the run and
     print what it covers and finds; warn on stderr when it covers too little of the run."""
     from conformance.baseline import compare, join_coverage, write_baseline

@@ -15,7 +15,7 @@ from conformance.baseline import (
     write_baseline,
 )
 from conformance.model import RECORD_COLUMNS, ResultRecord, RunMeta
-from conformance.run_cli import _join_baseline
+from conformance.run_cli import join_baseline
 from conformance.store import RunWriter
 
 
@@ -170,7 +170,7 @@ def test_the_terminal_states_the_coverage_and_warns_when_it_is_low(tmp_path, cap
     run = write_store_run(tmp_path / "emu-run", "emu", here)
     there = [(test_id, "failed" if test_id == "t::A::x2" else "passed") for test_id, _ in here]
     cpu = write_store_run(tmp_path / "cpu-run", "cpu", [*there[1:], ("t::A::cpu_only", "passed")])
-    _join_baseline(run, cpu, "cpu")
+    join_baseline(run, cpu, "cpu")
     out, err = capsys.readouterr()
     # x0 fails on emu and is not in the baseline; x1 passes on cpu, x2 fails there too.
     assert out == (
@@ -182,7 +182,7 @@ def test_the_terminal_states_the_coverage_and_warns_when_it_is_low(tmp_path, cap
     assert (summary["in_both"], summary["only_here"], summary["only_baseline"]) == (9, 1, 1)
 
     cpu = write_store_run(tmp_path / "cpu-part", "cpu", [(t, "passed") for t, _ in here[:4]])
-    _join_baseline(run, cpu, "cpu")
+    join_baseline(run, cpu, "cpu")
     out, err = capsys.readouterr()
     assert out == (
         f"baseline cpu ({cpu}): 4 tests in both runs, 6 only on emu, 0 only on cpu; "

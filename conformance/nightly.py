@@ -1,0 +1,223 @@
+"""``conformance nightly``: the nightly pipeline, step by step, as CI and a local rehearsal run it.
+
+The nightly workflow (``.github/workflows/nightly.yml``) runs the same two steps as
+``conformance nightly rehearse`` (``nox -s nightly``) does on one machine:
+
+``shard K/N``
+    One CI machine: shard K of N of the selection on the device, and the same shard on
+    cpu (the baseline), both balanced by the durations of the last nightly in the history
+    (the device's and cpu's runs, given to both, so both hold the same test_ids). Writes
+    ``<runs>/<device>-shard-K`` and ``<runs>/cpu-shard-K``.
+``finish --shards N``
+    After the matrix: merges each device's shards into one run in the history, joins the
+    device run with the cpu run by test_id, writes the op coverage snapshot and triage,
+    and renders the report with trends over the history. Exit 0 when every outcome of the
+    merged device run was expected, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+from pathlib import Path
+
+from conformance.errors import ConfigError
+
+__all__ = ["finish", "register", "run_shard"]
+
+BASELINE_DEVICE = "cpu"
+#: Prefix of the merged runs in the history: nightly-<stamp>-<device>.
+NIGHTLY_PREFIX = "nightly-"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "nightly",
+        help="the nightly pipeline: shards on the device and on cpu, merged, joined, reported",
+        description="Run the nightly pipeline's steps: 'shard K/N' on each CI machine, "
+        "'finish' once they are done, or 'rehearse' to run them all on this machine.",
+    )
+    steps = parser.add_subparsers(dest="step", metavar="STEP", required=True)
+
+    def common(step: argparse.ArgumentParser) -> None:
+        step.add_argument("--device", default="emu", metavar="TYPE", help="default: emu")
+        step.add_argument("--runs-root", default="runs", metavar="DIR", help="shard runs")
+        step.add_argument(
+            "--history", default="history", metavar="DIR", help="merged nightly runs (trends)"
+        )
+
+    def selection(step: argparse.ArgumentParser) -> None:
+        step.add_argument(
+            "--suite", default="embedded:smoke", metavar="NAME", help="default: embedded:smoke"
+        )
+        step.add_argument("--files", nargs="+", metavar="NAME_OR_GLOB", help="files to run")
+        step.add_argument("-n", "--workers", default="auto", metavar="N", help="xdist workers")
+        step.add_argument(
+            "run_args", nargs="*", metavar="-- RUN_ARGS", help="passed on to conformance run"
+        )
+
+    def finishing(step: argparse.ArgumentParser) -> None:
+        step.add_argument("--report", default="report", metavar="DIR", help="default: report")
+        step.add_argument("--run-id", metavar="ID", help="merged run id (default: time)")
+
+    shard = steps.add_parser("shard", help="one machine's shard on the device and on cpu")
+    shard.add_argument("shard", metavar="K/N")
+    common(shard)
+    selection(shard)
+    shard.set_defaults(handler=_shard_command)
+
+    done = steps.add_parser("finish", help="merge, join, triage and report the shards")
+    done.add_argument("--shards", type=int, required=True, metavar="N")
+    common(done)
+    finishing(done)
+    done.set_defaults(handler=_finish_command)
+
+    rehearse = steps.add_parser("rehearse", help="every shard, then finish, on this machine")
+    rehearse.add_argument("--shards", type=int, default=2, metavar="N", help="default: 2")
+    common(rehearse)
+    selection(rehearse)
+    finishing(rehearse)
+    rehearse.set_defaults(handler=_rehearse_command)
+
+
+def _conformance(argv: list[str]) -> int:
+    from conformance.cli import main
+
+    print(f"conformance nightly: conformance {' '.join(argv)}", flush=True)
+    return main(argv)
+
+
+def _last_nightly(history: Path, device: str) -> Path | None:
+    """The newest merged nightly run of ``device`` in the history, if any."""
+    from conformance.store import list_runs
+
+    if not history.is_dir():
+        return None
+    runs = [
+        meta
+        for meta in list_runs(history)
+        if meta.backend == device and meta.run_id.startswith(NIGHTLY_PREFIX)
+    ]
+    return history / runs[-1].run_id if runs else None
+
+
+def run_shard(
+    shard: str,
+    *,
+    device: str,
+    suite: str,
+    runs_root: Path,
+    history: Path,
+    workers: str = "auto",
+    files: list[str] | None = None,
+    run_args: list[str] | None = None,
+) -> int:
+    """Shard ``K/N`` on ``device`` and on cpu. Returns 0 when both ran (their unexpected
+    outcomes are a result for ``finish`` to judge), else the first failing exit code."""
+    index, _, count = shard.partition("/")
+    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+        raise ConfigError(f"expected K/N with 1 <= K <= N, got {shard!r}", where="shard")
+    durations: list[str] = []
+    for which in (device, BASELINE_DEVICE):
+        last = _last_nightly(history, which)
+        if last is not None:
+            durations += ["--shard-durations", str(last)]
+    for which in dict.fromkeys((device, BASELINE_DEVICE)):
+        argv = ["run", "--device", which, "--suite", suite, "-n", workers]
+        argv += ["--files", *files] if files else []
+        argv += ["--shard", shard, *durations, "--runs-root", str(runs_root)]
+        argv += ["--run-id", f"{which}-shard-{index}"]
+        argv += ["--trace-ops"] if which == device else []
+        code = _conformance([*argv, *(run_args or [])])
+        if code not in (0, 1):
+            return code
+    return 0
+
+
+def finish(
+    shards: int,
+    *,
+    device: str,
+    runs_root: Path,
+    history: Path,
+    report: Path,
+    run_id: str | None = None,
+) -> int:
+    """Merge, join, snapshot, triage and report; the merged device run's verdict."""
+    from conformance.run_cli import join_baseline, judge
+
+    if shards < 1:
+        raise ConfigError(f"expected at least 1 shard, got {shards}", where="--shards")
+    stamp = run_id or _stamp()
+    devices = dict.fromkeys((device, BASELINE_DEVICE))
+    shard_runs = {
+        which: [runs_root / f"{which}-shard-{k}" for k in range(1, shards + 1)] for which in devices
+    }
+    missing = [
+        p.name for parts in shard_runs.values() for p in parts if not (p / "meta.json").is_file()
+    ]
+    if missing:
+        raise ConfigError(f"shard runs missing: {', '.join(missing)}", where=str(runs_root))
+    merged: dict[str, Path] = {}
+    for which, parts in shard_runs.items():
+        target = f"{NIGHTLY_PREFIX}{stamp}-{which}"
+        code = _conformance(
+            ["merge", *map(str, parts), "--runs-root", str(history), "--run-id", target]
+        )
+        if code != 0:
+            return code
+        merged[which] = history / target
+    run_dir = merged[device]
+    if device != BASELINE_DEVICE:
+        join_baseline(run_dir, merged[BASELINE_DEVICE], BASELINE_DEVICE)
+    for step in (
+        ["ops", "snapshot", str(run_dir)],
+        ["ops", "triage", str(run_dir), "--top", "20"],
+        ["report", str(run_dir), "--out", str(report), "--history", str(history)]
+        + (["--baseline", str(merged[BASELINE_DEVICE])] if device != BASELINE_DEVICE else []),
+    ):
+        code = _conformance(step)
+        if code != 0:
+            return code
+    print(f"conformance nightly: report: {report / 'index.html'}")
+    return judge(run_dir)
+
+
+def _stamp() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+
+
+def _shard_command(args: argparse.Namespace) -> int:
+    return run_shard(
+        args.shard,
+        device=args.device,
+        suite=args.suite,
+        runs_root=Path(args.runs_root),
+        history=Path(args.history),
+        workers=args.workers,
+        files=args.files,
+        run_args=args.run_args,
+    )
+
+
+def _finish_command(args: argparse.Namespace) -> int:
+    return finish(
+        args.shards,
+        device=args.device,
+        runs_root=Path(args.runs_root),
+        history=Path(args.history),
+        report=Path(args.report),
+        run_id=args.run_id,
+    )
+
+
+def _rehearse_command(args: argparse.Namespace) -> int:
+    # Each rehearsal's shard runs in a folder of its own, as each CI machine starts empty.
+    stamp = args.run_id or _stamp()
+    args = argparse.Namespace(**{**vars(args), "runs_root": str(Path(args.runs_root) / stamp)})
+    args.run_id = stamp
+    for k in range(1, args.shards + 1):
+        code = _shard_command(argparse.Namespace(**{**vars(args), "shard": f"{k}/{args.shards}"}))
+        if code != 0:
+            return code
+    return _finish_command(args)

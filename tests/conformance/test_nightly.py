@@ -1,0 +1,53 @@
+"""The nightly pipeline, rehearsed on one machine: shards on emu and cpu, merged, joined,
+reported with trends; the next night balances its shards by the last one's durations."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conformance.cli import main
+from conformance.store import list_runs, read_run
+
+
+@pytest.mark.slow
+def test_a_rehearsal_runs_the_nightly_steps_and_the_next_night_reuses_its_durations(
+    tmp_path, monkeypatch, capsys
+):
+    pytest.importorskip("torch_emu")
+    monkeypatch.chdir(tmp_path)
+    small = ["--files", "test_optim.py", "-n", "1"]
+    assert main(["nightly", "rehearse", "--shards", "2", *small, "--run-id", "night1"]) == 0
+    out = capsys.readouterr().out
+    assert "--shard-durations" not in out  # the first night has no history to balance by
+
+    runs = {meta.run_id: meta for meta in list_runs(tmp_path / "history")}
+    assert set(runs) == {"nightly-night1-emu", "nightly-night1-cpu"}
+    emu_meta, emu = read_run(tmp_path / "history" / "nightly-night1-emu")
+    cpu_meta, cpu = read_run(tmp_path / "history" / "nightly-night1-cpu")
+    assert emu_meta.complete and cpu_meta.complete and emu_meta.shard == ""
+    assert set(emu["shard"]) == {"1/2", "2/2"} and set(emu["test_id"]) == set(cpu["test_id"])
+    assert emu["ops_dispatched"].map(len).sum() > 0  # the device's shards trace ops
+    joined = json.loads((tmp_path / "history" / "nightly-night1-emu" / "baseline.json").read_text())
+    assert (joined["in_both"], joined["only_here"]) == (len(emu), 0)
+    assert (tmp_path / "history" / "nightly-night1-emu" / "op_coverage.json").is_file()
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert summary["baseline"]["in_both"] == len(emu)
+    assert (tmp_path / "report" / "index.html").is_file()
+
+    # The next night's machine: its shard is balanced by the last nightly of both devices.
+    code = main(["nightly", "shard", "1/2", *small, "--runs-root", "night2"])
+    assert code == 0
+    out = capsys.readouterr().out
+    durations = "--shard-durations history/nightly-night1-emu --shard-durations "
+    assert out.count(durations + "history/nightly-night1-cpu") == 2  # emu's and cpu's run
+    _, emu2 = read_run(tmp_path / "night2" / "emu-shard-1")
+    _, cpu2 = read_run(tmp_path / "night2" / "cpu-shard-1")
+    assert set(emu2["test_id"]) == set(cpu2["test_id"]) and len(emu2) < len(emu)
+
+
+def test_finish_names_the_shards_it_misses(tmp_path, capsys):
+    assert main(["nightly", "finish", "--shards", "2", "--runs-root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "shard runs missing" in err and "emu-shard-1" in err and "cpu-shard-2" in err
