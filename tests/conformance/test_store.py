@@ -117,3 +117,42 @@ def test_an_interrupted_session_is_consolidated_but_not_complete(tmp_path):
     writer.close(complete=False, collected=3)
     meta, frame = read_run(tmp_path / "r1")
     assert (meta.complete, meta.collected, len(frame)) == (False, 3, 1)
+
+
+V1_RECORD = {
+    "run_id": "old", "nodeid": "test_ops.py::TestCommonEMU::test_out_add_emu_float32",
+    "test_id": "test_ops.py::TestCommon::test_out_add_float32", "file": "test_ops.py",
+    "test_class": "TestCommon", "template": "test_out", "op": "add", "variant": "",
+    "dtype": "float32", "params": "", "device": "emu", "outcome": "failed",
+    "category": "missing_lowering", "detail": "aten::add.out", "message": "m",
+    "duration_s": 0.5, "skip_entry": "", "ops_dispatched": ["aten::add.out"],
+    "ops_fallback": [], "worker": "gw0", "shard": "", "rerun": 0,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("consolidated", [False, True])
+@pytest.mark.parametrize(
+    ("suite", "expected_suite", "prefix"),
+    [("embedded:smoke", "embedded", "embedded/"), ("upstream:v2.13.0", "upstream", "")],
+)
+def test_runs_of_format_1_read_as_format_2(tmp_path, consolidated, suite, expected_suite, prefix):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    run_dir = tmp_path / "old"
+    run_dir.mkdir()
+    meta = {"run_id": "old", "format_version": 1, "backend": "emu", "suite": suite}
+    (run_dir / META_NAME).write_text(json.dumps(meta))
+    if consolidated:
+        pq.write_table(pa.Table.from_pylist([V1_RECORD]), run_dir / PARQUET_NAME)
+    else:
+        (run_dir / JSONL_NAME).write_text(json.dumps(V1_RECORD) + "\n")
+    _, frame = read_run(run_dir)
+    row = frame.iloc[0]
+    assert row.suite == expected_suite
+    assert row.test_id == prefix + "test_ops.py::TestCommon::test_out_add_float32"
+    assert row.file == prefix + "test_ops.py"
+    assert row.ops_dispatched == ["aten::add.out"] and row.duration_s == 0.5
+    assert list(frame.columns) == list(RECORD_COLUMNS)
+    _, some = read_run(run_dir, ["test_id", "outcome"])
+    assert list(some.columns) == ["test_id", "outcome"] and some.iloc[0].test_id == row.test_id
