@@ -99,9 +99,9 @@ def plan_update(
     plan = UpdatePlan(run_id=facts.meta.run_id)
     groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = defaultdict(list)
     stats: dict[str, PassingEntry] = {}
-    identities = {identity.nodeid: identity for identity in facts.identities}
+    identities = {identity.test_id: identity for identity in facts.identities}
     for record in facts.records:
-        identity = identities[record["nodeid"]]
+        identity = identities[record["test_id"]]
         entry = skiplist.match(identity)
         if entry is not None:
             stat = stats.setdefault(entry.where, PassingEntry(entry, [], 0))
