@@ -8,6 +8,7 @@ Targets (issue 2): add within 6x of the CPU op; warm import under 0.3 s.
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -71,7 +72,13 @@ def bench_import() -> tuple[float, float]:
     return best_torch, best_emu
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """No options: both parts (per-call cost, import time) always run."""
+    return argparse.ArgumentParser(description=__doc__.splitlines()[0])
+
+
+def main(argv: list[str] | None = None) -> int:
+    build_parser().parse_args(argv)
     print(f"{'op':<6}{'cpu us':>10}{'emu us':>10}{'ratio':>8}  target")
     for name, cpu_us, emu_us in bench_ops():
         ratio = emu_us / cpu_us

@@ -1,5 +1,6 @@
 """Benchmarks of op coverage: tracing overhead and triage speed. Not a test.
 
+    python bench/op_coverage.py          # every part in turn, each with its defaults
     python bench/op_coverage.py tracing [--device emu] [--rounds 3]
     python bench/op_coverage.py smoke [--device emu] [--rounds 1]
     python bench/op_coverage.py triage [--outcomes 154000] [--snapshot]
@@ -133,9 +134,17 @@ def _smoke_run(device: str, module: str | None, root: Path, run_id: str, trace: 
         command.append("--trace-ops")
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy())
+    wall = time.perf_counter() - start
     if done.returncode not in (0, 1):
         raise SystemExit(f"conformance run failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return time.perf_counter() - start
+    from conformance.store import read_run
+
+    if read_run(root / run_id)[1].empty:  # nothing to compare: say why, not divide by zero
+        output = (done.stdout + done.stderr)[-2000:]
+        raise SystemExit(
+            f"conformance run {run_id} recorded no tests ({done.returncode}):\n{output}"
+        )
+    return wall
 
 
 def bench_smoke(args: argparse.Namespace) -> None:
@@ -230,21 +239,37 @@ def bench_triage(args: argparse.Namespace) -> None:
         print(f"  snapshot of the same outcomes (traced): {time.perf_counter() - start:.2f} s")
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="bench", required=True)
-    tracing = commands.add_parser("tracing")
-    smoke = commands.add_parser("smoke")
+    commands = parser.add_subparsers(
+        dest="bench", metavar="PART", help="tracing, smoke or triage (default: all, in turn)"
+    )
+    tracing = commands.add_parser("tracing", help="tracing overhead on a common-ops workload")
+    smoke = commands.add_parser("smoke", help="the smoke selection with and without tracing")
     for sub in (tracing, smoke):
         sub.add_argument("--device", default="emu")
         sub.add_argument("--backend-module")
         sub.add_argument("--rounds", type=int, default=3 if sub is tracing else 1)
     tracing.add_argument("--samples", type=int, default=4)
-    triage = commands.add_parser("triage")
+    triage = commands.add_parser("triage", help="triage and the dtype grid at full-run scale")
     triage.add_argument("--outcomes", type=int, default=154_000)
     triage.add_argument("--snapshot", action="store_true", help="also time a snapshot")
-    args = parser.parse_args()
-    {"tracing": bench_tracing, "smoke": bench_smoke, "triage": bench_triage}[args.bench](args)
+    return parser
+
+
+#: The parts, in the order a run with no arguments runs them.
+PARTS = {"tracing": bench_tracing, "smoke": bench_smoke, "triage": bench_triage}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.bench:
+        PARTS[args.bench](args)
+        return
+    for name, part in PARTS.items():
+        print(f"== {name}", flush=True)
+        part(parser.parse_args([name]))  # the part's own defaults
 
 
 if __name__ == "__main__":

@@ -205,7 +205,7 @@ def measure_speedup(folder: Path, options: argparse.Namespace, plugin: Plugin) -
     )
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
         "--templates", type=int, default=100, help="overhead: test templates (x2 dtypes)"
@@ -219,7 +219,11 @@ def main() -> None:
     parser.add_argument(
         "--part", choices=("overhead", "speedup", "both"), default="both", help="what to measure"
     )
-    options = parser.parse_args()
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    options = build_parser().parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="conformance-bench-") as tmp:
         folder = Path(tmp)

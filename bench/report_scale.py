@@ -127,12 +127,24 @@ def verdict(ok: bool) -> str:
     return "ok" if ok else "OVER"
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tests", type=int, default=154000)
     parser.add_argument("--keep", type=Path, help="write runs and reports here and keep them")
-    options = parser.parse_args()
-    base = options.keep or Path(tempfile.mkdtemp(prefix="report-scale-"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = build_parser().parse_args(argv)
+    if options.keep:
+        return measure(options, options.keep)
+    # Without --keep, the runs and reports (hundreds of MB) go when the measurement ends.
+    with tempfile.TemporaryDirectory(prefix="report-scale-") as scratch:
+        return measure(options, Path(scratch))
+
+
+def measure(options: argparse.Namespace, base: Path) -> int:
+    """Generate the runs under ``base``, render the reports there, print the measurements."""
     runs = base / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     print(f"generating 3 synthetic runs of {options.tests:,} outcomes in {base} ...")

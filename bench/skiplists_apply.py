@@ -103,12 +103,16 @@ def synthetic_skiplist(tests: list[TestIdentity], count: int, rng: random.Random
     return "\n".join(entries)
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", type=int, default=154_000)
     parser.add_argument("--entries", type=int, default=5_000)
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
-    args = parser.parse_args()
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     rng = random.Random(5)
     tests = synthetic_tests(args.tests)
     text = synthetic_skiplist(tests, args.entries, rng)
