@@ -93,12 +93,16 @@ def measure(args: argparse.Namespace, seed: int) -> tuple[float, float, int]:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", type=int, default=154_000)
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--draws", type=int, default=5, help="independent synthetic nightlies")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
 
     results = [measure(args, seed) for seed in range(1, args.draws + 1)]
     print(
