@@ -12,6 +12,7 @@ import hashlib
 from pathlib import Path
 
 import nox
+from nox.command import CommandFailed
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_venv = "yes"
@@ -108,5 +109,13 @@ def bench(session: nox.Session) -> None:
     """Run every benchmark under bench/ (each prints ratios measured side by side)."""
     install_stack(session)
     names = session.posargs or sorted(p.stem for p in (ROOT / "bench").glob("*.py"))
+    failed = []
     for name in names:
-        session.run("python", f"bench/{name}.py")
+        # A missed target (exit 1) or a broken benchmark fails the session, but only after
+        # every benchmark has run and printed its ratios.
+        try:
+            session.run("python", f"bench/{name}.py")
+        except CommandFailed as exc:
+            failed.append(f"{name} (exit {exc.return_code})")
+    if failed:
+        session.error(f"benchmarks that missed a target or failed: {', '.join(failed)}")
