@@ -7,7 +7,8 @@ findings travel to the controller as ``report.user_properties`` entries:
 ``test_identity``
     dict of :class:`~conformance.model.TestIdentity` fields, on every report.
 ``skip_entry``, ``skip_category``, ``skip_detail``
-    set by the skiplist pass on tests an entry applies to.
+    set by the skiplist pass on tests an entry applies to, or after the test ran, by the
+    cause entry that explains its failure (the failure is then reported as an xfail).
 ``failure``
     ``{"when", "category", "detail"}`` from the exception of the phase that raised it.
 ``ops_dispatched``, ``ops_fallback``
@@ -98,6 +99,7 @@ class TestRunAgent:
         self.recorder = recorder  # set in a serial run, where this process also records
         self.collected = 0
         self.deselected: list[dict[str, Any]] = []
+        self.identities: dict[str, TestIdentity] = {}
         self.watchdog = Watchdog(timeout_s, self._on_timeout) if timeout_s else None
         self._running: pytest.Item | None = None  # the test the watchdog is timing
 
@@ -111,6 +113,7 @@ class TestRunAgent:
 
         names = self.backend.device_names
         identities = {item.nodeid: identity_from_item(item, names) for item in items}
+        self.identities = identities  # for the cause entries, once the tests have run
         removed: list[pytest.Item] = []
         if self.shard is not None:
             # By test_id, so that the shard holds the same tests on every device.
@@ -205,7 +208,47 @@ class TestRunAgent:
             report.user_properties.append(
                 ("failure", {"when": call.when, "category": category, "detail": detail})
             )
+            if report.failed and call.when in ("setup", "call"):
+                self._expect_by_cause(item, report, category, detail)
+        elif call.when == "call" and report.passed:
+            self._named_cause_passed(item, report)
         return report
+
+    def _cause_candidate(self, item: pytest.Item) -> TestIdentity | None:
+        """The test's identity when cause entries may apply to it: the skiplist has some,
+        and no entry selected the test at collection (those take precedence)."""
+        if self.skiplist is None or not self.skiplist.causes:
+            return None
+        if any(name == "skip_entry" for name, _value in item.user_properties):
+            return None
+        return self.identities.get(item.nodeid)
+
+    def _expect_by_cause(
+        self, item: pytest.Item, report: pytest.TestReport, category: str, detail: str
+    ) -> None:
+        """A failure a cause entry explains becomes an expected failure (xfailed), with
+        the entry that applied; any other failure stays a failure."""
+        identity = self._cause_candidate(item)
+        entry = identity and self.skiplist.match_cause(identity, category, detail)
+        if not entry:
+            return
+        report.outcome = "skipped"
+        report.wasxfail = entry.mark_reason()
+        _note_entry(item, report, entry)
+
+    def _named_cause_passed(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        """A test a cause entry names by test_id passed: the cause is gone, so it is an
+        xpass, strict (a failure) unless the entry says ``strict = false``."""
+        identity = self._cause_candidate(item)
+        entry = identity and self.skiplist.named_cause(identity)
+        if not entry:
+            return
+        if entry.strict:
+            report.outcome = "failed"
+            report.longrepr = f"[XPASS(strict)] {entry.mark_reason()}"
+        else:
+            report.wasxfail = entry.mark_reason()
+        _note_entry(item, report, entry)
 
     def _on_timeout(self, nodeid: str, elapsed_s: float) -> None:
         note_timeout(self.run_dir, nodeid, elapsed_s)
@@ -213,6 +256,17 @@ class TestRunAgent:
             running = self._running
             facts = dict(running.user_properties) if running is not None else {}
             self.recorder.record_timeout(nodeid, facts.get("test_identity"), elapsed_s)
+
+
+def _note_entry(item: pytest.Item, report: pytest.TestReport, entry: Any) -> None:
+    facts = (
+        ("skip_entry", entry.where),
+        ("skip_category", entry.category),
+        ("skip_detail", entry.detail),
+    )
+    # The report holds a copy of the item's properties; later reports copy them again.
+    report.user_properties.extend(facts)
+    item.user_properties.extend(facts)
 
 
 def _classify(exc: BaseException) -> tuple[str, str]:

@@ -145,7 +145,13 @@ class Selector:
 
 @dataclass(frozen=True)
 class SkipEntry:
-    """One skiplist entry, with where it was written (``where`` is ``"path:line"``)."""
+    """One skiplist entry, with where it was written (``where`` is ``"path:line"``).
+
+    An entry selects tests at collection (``selector``) and gives them its tier; or, a
+    *cause entry*, names a ``cause`` and applies at run time: a test its selector narrows
+    to (every test when the selector is empty) that fails because of that cause, as the
+    classifier reads the failure, is an expected failure (tier ``xfail``).
+    """
 
     selector: Selector
     tier: str
@@ -156,6 +162,10 @@ class SkipEntry:
     owner: str = ""
     review: dt.date | None = None
     strict: bool = True  # xfail only: an unexpected pass fails the test
+    #: A cause entry's cause: the ATen overload whose missing lowering (category
+    #: missing_lowering) or the feature whose absence (unsupported_feature) makes the
+    #: selected tests fail. Empty for entries that select tests at collection.
+    cause: str = ""
     path: Path = Path()
     line: int = 0
     index: int = 0  # position among the file's [[skip]] tables
@@ -183,6 +193,11 @@ class SkipEntry:
         """The text shown by pytest for a skip or xfail from this entry."""
         detail = f"[{self.detail}]" if self.detail else ""
         return f"{self.category}{detail}: {self.reason} ({self.where})"
+
+    @property
+    def is_cause(self) -> bool:
+        """Whether the entry names a cause, applied at run time to the failures it explains."""
+        return bool(self.cause)
 
     def line_of(self, key: str) -> int:
         """The line of one of the entry's keys, or the entry's header line."""

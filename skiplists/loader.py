@@ -13,6 +13,11 @@ A file holds an optional ``[skiplist]`` header and ``[[skip]]`` entries::
     category = "missing_lowering"
     detail = "aten::cumsum.out"
     reason = "cumsum.out has no lowering yet"
+
+    [[skip]]
+    cause = "aten::lgamma.out"   # a cause entry: applies at run time to the failures it explains
+    template = "test_out"        # optional narrowing
+    reason = "lgamma has no lowering yet"
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from conformance.model import CATEGORIES, SUITES, suite_of_file
+from conformance.model import CATEGORIES, FEATURES, SUITES, suite_of_file
 from skiplists.entry import (
     FIELD_NAMES,
     SCOPE_FIELD,
@@ -52,6 +57,7 @@ HEADER_KEYS = ("backend", "torch", "suite", "description")
 _SELECTOR_KEYS = ("test_id", *(key for key, _attr in FIELD_NAMES), "pattern")
 ENTRY_KEYS = (
     *_SELECTOR_KEYS,
+    "cause",
     "tier",
     "category",
     "detail",
@@ -215,11 +221,22 @@ def _entry(
             raise fail("has leading or trailing spaces", key)
         return value
 
-    selector = _scoped(_selector(table, fail, text), table, fail, file_suite)
-    tier = text("tier", required=True)
+    cause, cause_category = _cause(table, fail, text)
+    selector = _scoped(_selector(table, fail, text, cause=bool(cause)), table, fail, file_suite)
+    tier = text("tier", required=not cause) or ("xfail" if cause else "")
     if tier not in TIERS:
         raise fail(f"{tier!r} is not a tier; use one of {', '.join(TIERS)}", "tier")
-    category = text("category", required=True)
+    if cause and tier != "xfail":
+        raise fail(
+            f"a cause entry applies to tests that failed, so its tier is xfail, not {tier!r}",
+            "tier",
+        )
+    category = text("category", required=not cause) or cause_category
+    if cause and category != cause_category:
+        raise fail(
+            f"cause {cause!r} is a {cause_category}, not {category!r} (leave category out)",
+            "category",
+        )
     if category not in CATEGORIES:
         hint = _did_you_mean(category, CATEGORIES)
         raise fail(
@@ -231,6 +248,9 @@ def _entry(
             f"{reason!r} is a placeholder, not a reason: say why the test cannot pass", "reason"
         )
     detail = text("detail")
+    if cause and detail and detail != cause:
+        raise fail(f"the cause names the detail: {cause!r}, not {detail!r}", "detail")
+    detail = detail or cause
     if category == "missing_lowering" and detail and not _OVERLOAD.fullmatch(detail):
         raise fail(f"{detail!r} is not an operator overload like 'aten::cumsum.out'", "detail")
     link = text("link")
@@ -251,6 +271,7 @@ def _entry(
         owner=text("owner"),
         review=_review(table, fail),
         strict=strict,
+        cause=cause,
         path=path,
         line=section.line,
         index=index,
@@ -260,8 +281,29 @@ def _entry(
     )
 
 
-def _selector(table: Mapping[str, Any], fail: Any, text: Any) -> Selector:
+def _cause(table: Mapping[str, Any], fail: Any, text: Any) -> tuple[str, str]:
+    """(cause, its category) of a cause entry, ("", "") for other entries."""
+    if "cause" not in table:
+        return "", ""
+    cause = text("cause", required=True)
+    if "::" in cause:
+        if not _OVERLOAD.fullmatch(cause):
+            raise fail(f"{cause!r} is not an operator overload like 'aten::cumsum.out'", "cause")
+        return cause, "missing_lowering"
+    if cause in FEATURES:
+        return cause, "unsupported_feature"
+    hint = _did_you_mean(cause, FEATURES)
+    raise fail(
+        f"{cause!r} is neither an operator overload ('aten::cumsum.out') nor a feature{hint} "
+        f"({', '.join(FEATURES)})",
+        "cause",
+    )
+
+
+def _selector(table: Mapping[str, Any], fail: Any, text: Any, *, cause: bool = False) -> Selector:
     present = [key for key in _SELECTOR_KEYS if key in table and key != SCOPE_FIELD]
+    if not present and cause:
+        return Selector()  # a cause alone: every test that fails because of it
     if not present:
         key = SCOPE_FIELD if SCOPE_FIELD in table else "test_id"
         raise fail("an entry needs a selector: test_id, structured fields or pattern", key)
@@ -334,7 +376,7 @@ def _scoped(selector: Selector, table: Mapping[str, Any], fail: Any, file_suite:
             )
     if selector.test_ids or selector.file or not suite:
         return dataclasses.replace(selector, suite="")  # the name already says the suite
-    if not (selector.pattern or specificity(selector.field_values())):
+    if not (selector.pattern or specificity(selector.field_values()) or "cause" in table):
         raise fail("a suite alone selects nothing: add structured fields or a pattern", "suite")
     return dataclasses.replace(selector, suite=suite)
 

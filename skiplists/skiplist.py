@@ -83,6 +83,10 @@ class Skiplist:
         ] = []
         self._patterns_by_file: dict[str, _PatternBucket] = {}
         self._patterns_any = _PatternBucket()
+        #: Cause entries by (category, detail), most specific first; and those that name
+        #: test_ids, by test_id (a pass of a named test is a strict xpass).
+        self._causes: dict[tuple[str, str], list[SkipEntry]] = {}
+        self._cause_named: dict[str, SkipEntry] = {}
         self._build_indexes()
 
     def __len__(self) -> int:
@@ -112,7 +116,13 @@ class Skiplist:
         groups: dict[tuple[str, ...], dict[object, list[SkipEntry]]] = {}
         for entry in self.entries:
             selector = entry.selector
-            if selector.test_ids:
+            if entry.is_cause:
+                self._causes.setdefault((entry.category, entry.detail), []).append(entry)
+                for test_id in selector.test_ids:
+                    current = self._cause_named.get(test_id)
+                    if current is None or entry.rank > current.rank:
+                        self._cause_named[test_id] = entry
+            elif selector.test_ids:
                 for test_id in selector.test_ids:
                     current = self._exact.get(test_id)
                     if current is None or entry.layer >= current.layer:
@@ -138,6 +148,38 @@ class Skiplist:
             self._fields.append((operator.attrgetter(*names), groups[names], specificity(names)))
         for bucket in (*self._patterns_by_file.values(), self._patterns_any):
             bucket.freeze()
+        for candidates in self._causes.values():
+            candidates.sort(key=lambda e: e.rank, reverse=True)
+
+    @property
+    def causes(self) -> tuple[SkipEntry, ...]:
+        """The cause entries, in file order."""
+        return tuple(entry for entry in self.entries if entry.is_cause)
+
+    def match_cause(self, identity: TestIdentity, category: str, detail: str) -> SkipEntry | None:
+        """The cause entry that explains a failure the classifier read as ``(category,
+        detail)`` in the test, or None: the most specific of the entries naming that cause
+        whose selector narrows to the test. Checked only for tests no entry selected at
+        collection (those take precedence)."""
+        for entry in self._causes.get((category, detail), ()):
+            if entry.selector.matches(identity):
+                return entry
+        return None
+
+    def named_cause(self, identity: TestIdentity) -> SkipEntry | None:
+        """The cause entry that names this test by test_id (so that its pass is a strict
+        xpass), or None."""
+        return self._cause_named.get(identity.test_id)
+
+    def causes_for(self, identity: TestIdentity) -> list[SkipEntry]:
+        """Every cause entry whose selector narrows to the test, most specific first."""
+        hits = [
+            entry
+            for candidates in self._causes.values()
+            for entry in candidates
+            if entry.selector.matches(identity)
+        ]
+        return sorted(hits, key=lambda e: e.rank, reverse=True)
 
     def match(self, identity: TestIdentity) -> SkipEntry | None:
         """The entry that applies to the test, or None."""
@@ -266,10 +308,12 @@ def _selection_keys(entry: SkipEntry) -> list[object]:
     """Keys two entries share exactly when they select some of the same tests by the same
     means: one per test_id, one per dtype of a structured selector."""
     selector = entry.selector
+    # A cause entry competes only with the cause entries of the same cause.
+    scope = ("cause", entry.cause) if entry.is_cause else ()
     if selector.test_ids:
-        return [("test_id", test_id) for test_id in selector.test_ids]
+        return [(*scope, "test_id", test_id) for test_id in selector.test_ids]
     base = selector.key()
-    return [(*base[:6], dtype, *base[7:]) for dtype in selector.dtypes or ("",)]
+    return [(*scope, *base[:6], dtype, *base[7:]) for dtype in selector.dtypes or ("",)]
 
 
 def literal_file(pattern: str) -> str:
@@ -318,11 +362,16 @@ def _raise_duplicate(entry: SkipEntry, earlier: SkipEntry) -> None:
     elif selector.pattern:
         field = "pattern"
     else:
-        field = _present_keys(entry)[0]
+        field = next(iter(_present_keys(entry)), "cause")
     same = (earlier.tier, earlier.category) == (entry.tier, entry.category)
     problem = "duplicates" if same else f"conflicts with (tier {earlier.tier} vs {entry.tier})"
+    described = " ".join(
+        part
+        for part in (f"cause={entry.cause}" if entry.is_cause else "", selector.describe())
+        if part
+    )
     raise SkiplistError(
-        f"{selector.describe()} {problem} the entry at line {earlier.line}",
+        f"{described} {problem} the entry at line {earlier.line}",
         file=entry.path,
         line=entry.line_of(field),
         field=field,
