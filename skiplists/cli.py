@@ -220,6 +220,8 @@ def _lint(args: argparse.Namespace) -> int:
         passing=passing,
         skipped_by_entry=never_exercised,
         today=args.today,
+        known_ops=_known_ops(skiplist),
+        lowered=_lowered_now(skiplist, args.backend),
     )
     if identities is None:
         findings = [f for f in findings if f.kind not in ("dead", "shadowed")]
@@ -242,18 +244,62 @@ def _update(args: argparse.Namespace) -> int:
     skiplist, _paths, facts = _context(args)
     assert facts is not None
     today = dt.date.today()
-    plan = plan_update(skiplist, facts, today=today, review_days=args.review_days)
+    plan = plan_update(
+        skiplist,
+        facts,
+        today=today,
+        review_days=args.review_days,
+        lowered=_lowered_now(skiplist, args.backend),
+    )
     target = args.to or DATA_DIR / args.backend / "base.toml"
     changes = apply_plan(plan, target, prune=args.prune, today=today)
     _write_or_show(changes, write=not args.dry_run, show=args.dry_run)
     added = plan.failures
+    causes = sum("cause" in entry for entry in plan.additions)
+    done = "removed or trimmed" if args.prune else "marked"
     print(
-        f"{added} failing test(s) added in {len(plan.additions)} entr(y/ies) to {target}; "
-        f"{len(plan.passing)} entr(y/ies) with passing tests "
-        f"{'removed or trimmed' if args.prune else 'marked'}",
+        f"{added} failing test(s) added in {len(plan.additions)} entr(y/ies) to {target} "
+        f"({causes} by cause, {len(plan.additions) - causes} by test); "
+        f"{len(plan.passing)} entr(y/ies) with passing tests {done}; "
+        f"{len(plan.stale)} stale cause entr(y/ies) {done}",
         file=sys.stderr,
     )
+    for stale in plan.stale:
+        print(f"{stale.entry.where}: cause {stale.entry.cause}: {stale.why}", file=sys.stderr)
     return 0
+
+
+def _known_ops(skiplist: Skiplist) -> set[str] | None:
+    """The installed torch's ATen overloads, when the skiplist has missing-lowering causes
+    to check against them."""
+    if not any(e.category == "missing_lowering" for e in skiplist.causes):
+        return None
+    from op_coverage.dispatcher import aten_overloads
+
+    return set(aten_overloads())
+
+
+def _lowered_now(skiplist: Skiplist, backend: str) -> dict[str, str]:
+    """Overloads of the skiplist's missing-lowering causes that the backend's static op
+    table says are natively lowered now, with the kind of lowering; {} when the backend cannot be loaded
+    here (then said on stderr)."""
+    wanted = {e.detail for e in skiplist.causes if e.category == "missing_lowering"}
+    if not wanted:
+        return {}
+    from conformance.errors import ConformanceError
+    from op_coverage.static import load_static_table
+
+    try:
+        table = load_static_table(backend)
+    except ConformanceError as exc:
+        print(f"note: lowered causes not checked: {exc}", file=sys.stderr)
+        return {}
+    # Only a native lowering counts: a composite kernel still needs the ops it calls.
+    return {
+        op: f"native {row.kind}".strip()
+        for op in wanted
+        if (row := table.ops.get(op)) is not None and row.status == "native"
+    }
 
 
 def _sweep(args: argparse.Namespace) -> int:

@@ -20,9 +20,11 @@ from skiplists.errors import SkiplistError
 from skiplists.loader import parse_text
 from skiplists.tomllines import scan
 
-__all__ = ["SkiplistText", "render_entries", "unified_diff"]
+__all__ = ["COMMENT", "SkiplistText", "render_entries", "unified_diff"]
 
 MARK_PREFIX = "# passes:"
+#: The key of an entry to render whose value is a comment line, not a TOML key.
+COMMENT = "#"
 
 
 class SkiplistText:
@@ -125,13 +127,17 @@ class SkiplistText:
 
 
 def render_entries(entries: Sequence[Mapping[str, Any]]) -> str:
-    """TOML text for entries as ``[[skip]]`` tables, keys in the order given."""
+    """TOML text for entries as ``[[skip]]`` tables, keys in the order given; a key
+    ``COMMENT`` puts its text as a comment line first in the table."""
     document = tomlkit.document()
     tables = tomlkit.aot()
     for entry in entries:
         table = tomlkit.table()
         for key, value in entry.items():
             if value in ("", None, [], ()):
+                continue
+            if key == COMMENT:
+                table.add(tomlkit.comment(str(value)))
                 continue
             if isinstance(value, (list, tuple)) and len(value) > 1:
                 array = tomlkit.array()

@@ -10,6 +10,13 @@ Findings, each located at the entry:
 * ``review``: the review date has passed;
 * ``preempted``: an xfail entry's tests skip themselves, so the entry is never exercised.
 
+Cause entries (checked at run time, not at collection) have findings of their own:
+
+* ``dead``: it narrows to no collected test;
+* ``shadowed``: an exact or structured entry applies to every test it narrows to;
+* ``unknown-op``: its overload does not exist in the installed torch;
+* ``lowered``: the backend's static op table says its overload is lowered now.
+
 Entries confined to files the collection did not include are not judged dead.
 """
 
@@ -17,11 +24,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from conformance.model import TestIdentity
-from skiplists.entry import SkipEntry
+from skiplists.entry import SkipEntry, specificity
 from skiplists.skiplist import Skiplist, literal_file
 
 __all__ = ["Finding", "lint"]
@@ -44,10 +51,13 @@ def lint(
     passing: set[str] | None = None,
     skipped_by_entry: Mapping[str, int] | None = None,
     today: dt.date | None = None,
+    known_ops: Collection[str] | None = None,
+    lowered: Mapping[str, str] | None = None,
 ) -> list[Finding]:
     """Findings for the skiplist; ``passing`` holds the test_ids known to pass (from a run),
     ``skipped_by_entry`` counts, per entry ``where``, tests that skipped themselves while an
-    xfail entry applied."""
+    xfail entry applied; ``known_ops`` are the installed torch's ATen overloads and
+    ``lowered`` the overloads the backend lowers now (what lowering), for cause entries."""
     today = today or dt.date.today()
     selected: dict[int, int] = defaultdict(int)
     applied: dict[int, int] = defaultdict(int)
@@ -55,10 +65,24 @@ def lint(
     conflicts: dict[tuple[int, int], str] = {}
     seen_ids: set[str] = set()
     files: set[str] = set()
+    # Cause entries: how many tests each narrows to, and how many of those no other entry
+    # selects. Most name a cause alone (at most a suite): those are counted per suite.
+    broad = [c for c in skiplist.causes if _suite_wide(c)]
+    narrow = [c for c in skiplist.causes if not _suite_wide(c)]
+    narrowed: dict[int, int] = defaultdict(int)
+    free: dict[int, int] = defaultdict(int)
+    per_suite: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for identity in identities:
         seen_ids.add(identity.test_id)
         files.add(identity.file)
         hits = skiplist.match_all(identity)
+        counts = per_suite[identity.suite]
+        counts[0] += 1
+        counts[1] += not hits
+        for cause in narrow:
+            if cause.selector.matches(identity):
+                narrowed[id(cause)] += 1
+                free[id(cause)] += not hits
         if not hits:
             continue
         first = hits[0]
@@ -72,11 +96,19 @@ def lint(
                 conflicts.setdefault((id(first), id(other)), identity.test_id)
         if passing is not None and identity.test_id in passing and first.selector.kind != "test_id":
             passed[id(first)].append(identity.test_id)
+    for cause in broad:
+        for suite, (total, unselected) in per_suite.items():
+            if cause.selector.suite in ("", suite):
+                narrowed[id(cause)] += total
+                free[id(cause)] += unselected
 
     findings: list[Finding] = []
     by_id = {id(e): e for e in skiplist.entries}
     for entry in skiplist.entries:
-        findings.extend(_entry_findings(entry, selected, applied, passed, seen_ids, files))
+        if entry.is_cause:
+            findings.extend(_cause_findings(entry, narrowed, free, files, known_ops, lowered))
+        else:
+            findings.extend(_entry_findings(entry, selected, applied, passed, seen_ids, files))
         if entry.review is not None and entry.review < today:
             findings.append(
                 Finding("review", entry.where, f"review date {entry.review} has passed")
@@ -152,6 +184,58 @@ def _entry_findings(
             )
         ]
     return []
+
+
+def _cause_findings(
+    entry: SkipEntry,
+    narrowed: Mapping[int, int],
+    free: Mapping[int, int],
+    files: set[str],
+    known_ops: Collection[str] | None,
+    lowered: Mapping[str, str] | None,
+) -> list[Finding]:
+    findings = []
+    overload = entry.detail if entry.category == "missing_lowering" else ""
+    if overload and known_ops is not None and overload not in known_ops:
+        findings.append(
+            Finding("unknown-op", entry.where, f"{overload} is not an overload of this torch")
+        )
+    if overload and lowered and overload in lowered:
+        findings.append(
+            Finding(
+                "lowered",
+                entry.where,
+                f"{overload} has a lowering now ({lowered[overload]}): remove the entry",
+            )
+        )
+    selector = entry.selector
+    file = selector.file or _pattern_file(entry)
+    confined = bool(file) or bool(selector.test_ids)
+    if files and (not confined or file in files or _ids_collected(selector.test_ids, files)):
+        if not narrowed.get(id(entry)):
+            findings.append(
+                Finding("dead", entry.where, f"cause {entry.cause}: narrows to no collected test")
+            )
+        elif not free.get(id(entry)):
+            findings.append(
+                Finding(
+                    "shadowed",
+                    entry.where,
+                    f"cause {entry.cause}: exact or structured entries apply to every test "
+                    "it narrows to, so it never applies",
+                )
+            )
+    return findings
+
+
+def _suite_wide(entry: SkipEntry) -> bool:
+    """A cause entry that narrows to no more than a suite."""
+    selector = entry.selector
+    return not (selector.test_ids or selector.pattern or specificity(selector.field_values()))
+
+
+def _ids_collected(test_ids: Iterable[str], files: set[str]) -> bool:
+    return any(test_id.split("::", 1)[0] in files for test_id in test_ids)
 
 
 def _pattern_file(entry: SkipEntry) -> str:

@@ -1,9 +1,15 @@
 """``update --from RUN``: add a run's unexpected failures, mark (or prune) entries that pass.
 
-New entries get an inferred category and detail (the record's classification when the
-run made one, else inferred here from the message), a reason in words, a review date,
-and exact test_ids, grouped by test template so one entry covers a template's variants
-that fail the same way.
+Failures with a machine-readable cause become cause entries first: one per missing ATen
+overload and one per unsupported feature, whatever the number of tests they explain (a
+comment says how many, in how many templates). The other failures (numerical mismatch,
+wrong error, crash, other) get an inferred category and detail (the record's
+classification when the run made one, else inferred here from the message), a reason in
+words, a review date, and exact test_ids, grouped by test template so one entry covers a
+template's variants that fail the same way.
+
+Entries whose tests pass are marked (or pruned); so are cause entries that explained no
+failure of the runs, and those whose overload has a lowering now.
 """
 
 from __future__ import annotations
@@ -16,12 +22,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skiplists.edit import SkiplistText
+from conformance.model import FEATURES
+from skiplists.edit import COMMENT, SkiplistText
 from skiplists.entry import SkipEntry
 from skiplists.runs import RunFacts, passes
 from skiplists.skiplist import Skiplist
 
-__all__ = ["PassingEntry", "UpdatePlan", "apply_plan", "infer_category", "plan_update"]
+__all__ = [
+    "PassingEntry",
+    "StaleCause",
+    "UpdatePlan",
+    "apply_plan",
+    "has_cause",
+    "infer_category",
+    "plan_update",
+]
 
 _FAILING = frozenset({"failed", "error", "crashed", "timeout"})
 # A group of failures this large that covers every test of its template becomes one
@@ -58,6 +73,17 @@ def infer_category(record: Mapping[str, Any]) -> tuple[str, str]:
     return "other", ""
 
 
+def has_cause(category: str, detail: str) -> bool:
+    """Whether a classification names a cause an entry can hold: an ATen overload that has
+    no lowering, or an unsupported feature."""
+    if category == "missing_lowering":
+        return _OVERLOAD.fullmatch(detail) is not None
+    return category == "unsupported_feature" and detail in FEATURES
+
+
+_OVERLOAD = re.compile(r"\w+::[\w.]+")
+
+
 def _reason(category: str, detail: str, record: Mapping[str, Any], backend: str) -> str:
     first_line = next(
         (ln.strip() for ln in str(record.get("message") or "").splitlines() if ln.strip()), ""
@@ -84,37 +110,97 @@ class PassingEntry:
 
 
 @dataclass
+class StaleCause:
+    """A cause entry to remove: it explained no failure, or its overload is lowered now."""
+
+    entry: SkipEntry
+    why: str
+
+
+@dataclass
 class UpdatePlan:
     run_id: str
     additions: list[dict[str, Any]] = field(default_factory=list)
     failures: int = 0  # failing tests the additions cover
     passing: list[PassingEntry] = field(default_factory=list)
+    stale: list[StaleCause] = field(default_factory=list)
+    #: Tests each cause entry explained in the runs (failures, or xfails it applied to).
+    explained: dict[str, int] = field(default_factory=dict)
+
+
+def _file_suite(path: Path) -> str:
+    """The suite a skiplist file's header scopes its entries to ("" when none)."""
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    try:
+        header = tomlkit.parse(path.read_text(encoding="utf-8")).get("skiplist", {})
+    except (OSError, TOMLKitError):
+        return ""
+    return str(header.get("suite", "")) if isinstance(header, dict) else ""
 
 
 def plan_update(
-    skiplist: Skiplist, facts: RunFacts, *, today: dt.date, review_days: int = 90
+    skiplist: Skiplist,
+    facts: RunFacts,
+    *,
+    today: dt.date,
+    review_days: int = 90,
+    lowered: Mapping[str, str] | None = None,
 ) -> UpdatePlan:
-    """What a run says about the skiplist: failures no entry covers, entries whose tests pass."""
+    """What a run says about the skiplist: failures no entry covers (by cause first),
+    entries whose tests pass, and cause entries gone stale. ``lowered`` maps the overloads
+    the backend lowers now (its static op table) to their status."""
     backend = facts.meta.backend or "the backend"
     plan = UpdatePlan(run_id=facts.meta.run_id)
     groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = defaultdict(list)
+    causes: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
     stats: dict[str, PassingEntry] = {}
+    explained: dict[str, int] = defaultdict(int)
+    by_where = skiplist.by_where()
     identities = {identity.test_id: identity for identity in facts.identities}
     for record in facts.records:
         identity = identities[record["test_id"]]
         entry = skiplist.match(identity)
+        applied = by_where.get(str(record.get("skip_entry") or ""))
+        if entry is None and applied is not None and applied.is_cause:
+            entry = applied  # the cause entry that applied when the run was made
         if entry is not None:
             stat = stats.setdefault(entry.where, PassingEntry(entry, [], 0))
             stat.selected += 1
             if passes(record):
                 stat.passing.append(record["test_id"])
+            elif entry.is_cause:
+                explained[entry.where] += 1
         elif record["outcome"] in _FAILING:
             category, detail = infer_category(record)
-            tier = "deselect" if category in ("crash", "timeout") else "xfail"
-            key = (tier, category, detail, record["file"], record["test_class"], record["template"])
-            groups[key].append(record)
-            plan.failures += 1
+            cause = skiplist.match_cause(identity, category, detail)
+            if cause is not None:  # a run made without the skiplist: the entry explains it
+                explained[cause.where] += 1
+            elif has_cause(category, detail):
+                causes[(category, detail)].append(record)
+                plan.failures += 1
+            else:
+                tier = "deselect" if category in ("crash", "timeout") else "xfail"
+                where = (record["file"], record["test_class"], record["template"])
+                groups[(tier, category, detail, *where)].append(record)
+                plan.failures += 1
+    plan.explained = dict(explained)
+    plan.stale = _stale_causes(skiplist, facts, explained, lowered or {})
     review = today + dt.timedelta(days=review_days) if review_days > 0 else None
+    for (category, detail), records in sorted(causes.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        tests = {r["test_id"] for r in records}
+        templates = {(r["file"], r["test_class"], r["template"]) for r in records}
+        suites = {str(r.get("suite") or "") for r in records} - {""}
+        plan.additions.append(
+            {
+                COMMENT: f"{len(tests)} tests in {len(templates)} templates in run {plan.run_id}",
+                "cause": detail,
+                "suite": suites.pop() if len(suites) == 1 else "",
+                "reason": _reason(category, detail, records[0], backend),
+                "review": review,
+            }
+        )
     per_template: dict[tuple[str, str, str], int] = defaultdict(int)
     for identity in facts.identities:
         per_template[(identity.file, identity.test_class, identity.template)] += 1
@@ -145,6 +231,27 @@ def plan_update(
     return plan
 
 
+def _stale_causes(
+    skiplist: Skiplist,
+    facts: RunFacts,
+    explained: Mapping[str, int],
+    lowered: Mapping[str, str],
+) -> list[StaleCause]:
+    """Cause entries whose overload has a lowering now, and those that explained no failure
+    of the runs although the runs hold tests they narrow to (a run of other files says
+    nothing about an entry)."""
+    stale = []
+    for entry in skiplist.causes:
+        status = lowered.get(entry.detail) if entry.category == "missing_lowering" else None
+        if status:
+            stale.append(StaleCause(entry, f"{entry.detail} has a lowering now ({status})"))
+        elif not explained.get(entry.where) and any(
+            entry.selector.matches(identity) for identity in facts.identities
+        ):
+            stale.append(StaleCause(entry, f"explained no failure in run {facts.meta.run_id}"))
+    return stale
+
+
 def apply_plan(
     plan: UpdatePlan, target: Path | None, *, prune: bool, today: dt.date
 ) -> dict[Path, tuple[str, str]]:
@@ -159,6 +266,12 @@ def apply_plan(
             files[key] = SkiplistText.read(path)
         return files[key]
 
+    for stale in plan.stale:
+        editor = text_of(stale.entry.path)
+        if prune:
+            editor.remove(stale.entry.index)
+        else:
+            editor.mark(stale.entry.index, f"{stale.why} ({today})")
     for stat in plan.passing:
         entry = stat.entry
         editor = text_of(entry.path)
@@ -173,7 +286,13 @@ def apply_plan(
                 f"{plan.run_id} ({today}), e.g. {stat.passing[0]}",
             )
     if target is not None and plan.additions:
-        text_of(target).append(plan.additions, f"added from run {plan.run_id} on {today}")
+        editor = text_of(target)
+        scope = _file_suite(target)
+        additions = [
+            {k: v for k, v in entry.items() if not (k == "suite" and v == scope)}
+            for entry in plan.additions
+        ]
+        editor.append(additions, f"added from run {plan.run_id} on {today}")
     result = {}
     for path, editor in files.items():
         old = path.read_text(encoding="utf-8") if path.exists() else ""

@@ -159,3 +159,149 @@ def test_two_cause_entries_for_one_cause_and_narrowing_are_duplicates(tmp_path: 
     # The same narrowing with another cause, or an exact entry, is no duplicate.
     other = '[[skip]]\ncause = "aten::y.out"\nreason = "r"\n'
     assert len(load_text(tmp_path, text + "\n" + other)) == 2
+
+
+def write_run(run_dir: Path, rows: list[tuple[str, str, str, str]], suite: str = "embedded"):
+    """A finished emu run: rows of (test_id, outcome, category, detail)."""
+    from conformance.model import ResultRecord, RunMeta
+    from conformance.store import RunWriter
+
+    writer = RunWriter(run_dir, RunMeta(run_id=run_dir.name, backend="emu", suite=suite))
+    for test_id, outcome, category, detail in rows:
+        file, test_class, name = test_id.split("::")
+        template = "test_" + name.split("_")[1]
+        writer.write(
+            ResultRecord(
+                run_id=run_dir.name, nodeid=test_id, test_id=test_id, file=file,
+                test_class=test_class, template=template, suite=suite, device="emu",
+                outcome=outcome, category=category, detail=detail, message=f"{detail} failed",
+            )
+        )  # fmt: skip
+    writer.close()
+
+
+OPS = "embedded/test_ops.py::TestCommon::"
+GRAD = "embedded/test_ops_gradients.py::TestFwdGradients::"
+ROWS = [
+    *((OPS + f"test_out_lgamma{i}_float32", "failed", "missing_lowering", "aten::lgamma.out") for i in range(4)),
+    (OPS + "test_compare_lgamma_float32", "failed", "missing_lowering", "aten::lgamma.out"),
+    *((GRAD + f"test_forward_op{i}_float64", "failed", "unsupported_feature", "forward_ad") for i in range(3)),
+    (OPS + "test_compare_sin_float32", "failed", "numerical_mismatch", "values"),
+    (OPS + "test_compare_cos_float32", "failed", "numerical_mismatch", "values"),
+    (OPS + "test_out_sin_float32", "crashed", "crash", ""),
+    (OPS + "test_out_add_float32", "passed", "", ""),
+]  # fmt: skip
+
+
+def skiplist_cli(*argv: str | Path) -> int:
+    from conformance.cli import main
+
+    return main(["skiplist", *map(str, argv)])
+
+
+def test_update_writes_one_entry_per_cause_and_exact_entries_for_the_rest(tmp_path: Path, capsys):
+    write_run(tmp_path / "run", ROWS)
+    target = tmp_path / "emu.toml"
+    target.write_text('[skiplist]\nbackend = "emu"\nsuite = "embedded"\n')
+    common = ("--backend", "emu", "--skiplist", target, "--to", target)
+    assert skiplist_cli("update", "--from", tmp_path / "run", *common) == 0
+    text = target.read_text()
+    skiplist = skiplists.load([target], backend="emu", torch_version="2.13.0")
+    causes = skiplist.causes
+    assert [c.cause for c in causes] == ["aten::lgamma.out", "forward_ad"]  # most tests first
+    assert "# 5 tests in 2 templates in run run" in text and "# 3 tests in 1 templates" in text
+    assert 'suite = "embedded"' not in text.split("[[skip]]", 1)[1]  # the file says it
+    others = [e for e in skiplist.entries if not e.is_cause]
+    # at most distinct overloads + features + groups without a cause
+    assert len(skiplist.entries) == 2 + 2
+    assert {(e.tier, e.category) for e in others} == {
+        ("xfail", "numerical_mismatch"),
+        ("deselect", "crash"),
+    }
+    assert "stale" in capsys.readouterr().err
+    # The same run again: every failure is explained now, nothing is added or marked.
+    before = target.read_text()
+    assert skiplist_cli("update", "--from", tmp_path / "run", *common) == 0
+    assert target.read_text() == before
+
+
+def test_update_prunes_a_cause_entry_that_explained_no_failure(tmp_path: Path, capsys):
+    write_run(tmp_path / "run", ROWS)
+    target = tmp_path / "emu.toml"
+    target.write_text(
+        '[skiplist]\nsuite = "embedded"\n\n'
+        '[[skip]]\ncause = "aten::lgamma.out"\nreason = "explains five"\n\n'
+        '[[skip]]\ncause = "aten::digamma.out"\nreason = "explains none"\n\n'
+        '[[skip]]\ncause = "aten::digamma.out"\nfile = "embedded/test_linalg.py"\nreason = "not run"\n'
+    )
+    common = ("--backend", "emu", "--skiplist", target, "--to", target)
+    assert skiplist_cli("update", "--from", tmp_path / "run", *common, "--dry-run") == 0
+    out = capsys.readouterr()
+    assert "emu.toml:8: cause aten::digamma.out: explained no failure in run run" in out.err
+    assert "test_linalg" not in out.err  # the run holds none of its tests: no verdict
+    assert skiplist_cli("update", "--from", tmp_path / "run", *common, "--prune") == 0
+    kept = skiplists.load([target], backend="emu", torch_version="2.13.0")
+    reasons = [e.reason for e in kept.causes]
+    assert reasons[:2] == ["explains five", "not run"] and "explains none" not in reasons
+    assert [e.cause for e in kept.causes][2:] == ["forward_ad"]  # the run's new cause, added
+
+
+def test_lint_knows_causes(tmp_path: Path, capsys):
+    write_run(tmp_path / "run", ROWS)
+    target = tmp_path / "emu.toml"
+    target.write_text(
+        '[skiplist]\nsuite = "embedded"\n\n'
+        '[[skip]]\ncause = "aten::lgamma.out"\nreason = "fine"\n\n'
+        '[[skip]]\ncause = "aten::no_such_op.out"\nreason = "a typo"\n\n'
+        '[[skip]]\ncause = "forward_ad"\nfile = "embedded/test_ops_gradients.py"\nreason = "covered"\n\n'
+        '[[skip]]\nfile = "embedded/test_ops_gradients.py"\ntier = "xfail"\n'
+        'category = "known_bug"\nreason = "the whole file"\n\n'
+        '[[skip]]\ncause = "forward_ad"\nfile = "embedded/test_modules.py"\nreason = "modules not run"\n'
+    )
+    assert skiplist_cli("lint", "--from", tmp_path / "run", "--skiplist", target) == 1
+    out = capsys.readouterr().out
+    assert "emu.toml:8: unknown-op: aten::no_such_op.out is not an overload of this torch" in out
+    assert "emu.toml:12: shadowed: cause forward_ad: exact or structured entries apply" in out
+    assert "emu.toml:4:" not in out  # lgamma.out: a real overload, free tests, not lowered
+    assert "emu.toml:23" not in out  # its file was not collected: no verdict
+
+
+LOWERED = """
+import sys
+import torch_emu
+from torch_emu.lowering.registry import lower
+from conformance.cli import main
+
+lower("aten::lgamma.out")  # the contributor lowers the op the entry names
+sys.exit(main(["skiplist", *sys.argv[1:]]))
+"""
+
+
+@pytest.mark.slow
+def test_a_cause_whose_op_gets_lowered_is_reported_by_lint_and_pruned_by_update(tmp_path: Path):
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch_emu")
+    write_run(tmp_path / "run", ROWS)
+    target = tmp_path / "emu.toml"
+    target.write_text(
+        '[skiplist]\nsuite = "embedded"\n\n'
+        '[[skip]]\ncause = "aten::lgamma.out"\nreason = "no lgamma"\n\n'
+        '[[skip]]\ncause = "forward_ad"\nreason = "no dual tensors"\n'
+    )
+
+    def skiplist_with_lgamma_lowered(*argv: str | Path) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-c", LOWERED, *map(str, argv)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+
+    lint = skiplist_with_lgamma_lowered("lint", "--backend", "emu", "--skiplist", target)
+    assert lint.returncode == 1, lint.stderr
+    assert "emu.toml:4: lowered: aten::lgamma.out has a lowering now (native python)" in lint.stdout
+    assert "forward_ad" not in lint.stdout
+    common = ("--from", tmp_path / "run", "--skiplist", target, "--to", target, "--prune")
+    update = skiplist_with_lgamma_lowered("update", *common)
+    assert update.returncode == 0, update.stderr
+    assert "cause aten::lgamma.out: aten::lgamma.out has a lowering now" in update.stderr
+    kept = skiplists.load([target], backend="emu", torch_version="2.13.0")
+    assert [e.cause for e in kept.causes] == ["forward_ad"]
