@@ -83,6 +83,14 @@ def register(subparsers: Any) -> None:
     explain = commands.add_parser("explain", help="which entry applies to a test, and why")
     _common(explain)
     explain.add_argument("test", metavar="TEST", help="a nodeid or a test_id")
+    explain.add_argument(
+        "--from",
+        dest="run",
+        type=Path,
+        metavar="RUN_DIR",
+        help="also say what happened to the test in this run: its outcome, the entry that "
+        "applied and, for a cause entry, the cause the classifier read from its failure",
+    )
     explain.set_defaults(handler=_explain)
 
     imp = commands.add_parser("import", help="entries from PyTorch's skip mechanisms")
@@ -330,7 +338,7 @@ def _explain(args: argparse.Namespace) -> int:
     from conformance.identity import parse_nodeid
     from skiplists.upstream import with_device
 
-    skiplist, _paths, _facts = _context(args)
+    skiplist, _paths, facts = _context(args)
     identity = parse_nodeid(args.test, [args.backend])
     parts = args.test.split("::")
     if identity.test_id == args.test and len(parts) == 3:
@@ -341,10 +349,12 @@ def _explain(args: argparse.Namespace) -> int:
     print(f"test_id: {identity.test_id}")
     fields = {k: v for k, v in asdict(identity).items() if v and k not in ("nodeid", "test_id")}
     print("fields:  " + " ".join(f"{k}={v}" for k, v in fields.items()))
+    if facts is not None:
+        known = {i.test_id: i for i in facts.identities}
+        identity = known.get(identity.test_id, identity)  # the run's own structured fields
     hits = skiplist.match_all(identity)
     if not hits:
-        print("no entry applies: the test runs normally")
-        return 0
+        print("no entry applies at collection: the test runs")
     for position, entry in enumerate(hits):
         verdict = "APPLIES" if position == 0 else "outranked"
         ids = entry.selector.test_ids
@@ -364,8 +374,40 @@ def _explain(args: argparse.Namespace) -> int:
         ):
             if value:
                 print(f"    {label}: {value}")
+    causes = skiplist.causes_for(identity)
+    if causes and not hits:
+        print("cause entries that make a failure of it expected, if it fails of their cause:")
+        for entry in causes:
+            print(f"    {entry.where}  cause {entry.cause}: {entry.reason}")
+    if facts is not None:
+        _explain_record(skiplist, identity, facts)
     return 0
 
+
+def _explain_record(skiplist: Skiplist, identity: Any, facts: RunFacts) -> None:
+    """What the run recorded for the test, and which entry applied, by which reading."""
+    record = next((r for r in facts.records if r["test_id"] == identity.test_id), None)
+    run = facts.meta.run_id
+    if record is None:
+        print(f"in run {run}: not recorded")
+        return
+    detail = f" {record['detail']}" if record["detail"] else ""
+    print(f"in run {run}: {record['outcome']} ({record['category'] or 'no category'}{detail})")
+    applied = skiplist.by_where().get(str(record.get("skip_entry") or ""))
+    message = next((ln for ln in str(record["message"]).splitlines() if ln.strip()), "")
+    if applied is not None and applied.is_cause:
+        print(f"    cause entry {applied.where} applied: the classifier read {applied.category}")
+        print(f"    {applied.detail} from the failure: {message}")
+    elif applied is not None:
+        print(f"    entry {applied.where} applied at collection (tier {applied.tier})")
+    elif record.get("skip_entry"):
+        print(f"    entry {record['skip_entry']} applied; it is not in the skiplist loaded here")
+    elif record["outcome"] in ("failed", "error"):
+        from skiplists.update import has_cause, infer_category
+
+        category, detail = infer_category(record)
+        readable = "a cause an entry can name" if has_cause(category, detail) else "no cause"
+        print(f"    the classifier read {category} {detail}".rstrip() + f" ({readable}): {message}")
 
 def _import(args: argparse.Namespace) -> int:
     from skiplists import upstream

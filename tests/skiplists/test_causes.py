@@ -167,7 +167,7 @@ def write_run(run_dir: Path, rows: list[tuple[str, str, str, str]], suite: str =
     from conformance.store import RunWriter
 
     writer = RunWriter(run_dir, RunMeta(run_id=run_dir.name, backend="emu", suite=suite))
-    for test_id, outcome, category, detail in rows:
+    for test_id, outcome, category, detail, *entry in rows:
         file, test_class, name = test_id.split("::")
         template = "test_" + name.split("_")[1]
         writer.write(
@@ -175,6 +175,7 @@ def write_run(run_dir: Path, rows: list[tuple[str, str, str, str]], suite: str =
                 run_id=run_dir.name, nodeid=test_id, test_id=test_id, file=file,
                 test_class=test_class, template=template, suite=suite, device="emu",
                 outcome=outcome, category=category, detail=detail, message=f"{detail} failed",
+                skip_entry=entry[0] if entry else "",
             )
         )  # fmt: skip
     writer.close()
@@ -305,3 +306,31 @@ def test_a_cause_whose_op_gets_lowered_is_reported_by_lint_and_pruned_by_update(
     assert "cause aten::lgamma.out: aten::lgamma.out has a lowering now" in update.stderr
     kept = skiplists.load([target], backend="emu", torch_version="2.13.0")
     assert [e.cause for e in kept.causes] == ["forward_ad"]
+
+
+@pytest.mark.slow  # parse_nodeid loads torch's op database
+def test_explain_says_which_cause_entry_applied_and_what_the_classifier_read(
+    tmp_path: Path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "emu.toml"
+    target.write_text('[[skip]]\ncause = "aten::lgamma.out"\nreason = "no lgamma"\n')
+    xfailed = (
+        OPS + "test_out_lgamma0_float32",
+        "xfailed",
+        "missing_lowering",
+        "aten::lgamma.out",
+        "emu.toml:1",
+    )
+    write_run(tmp_path / "run", [xfailed, *ROWS[5:]])  # fmt: skip
+    common = ("--skiplist", target, "--from", tmp_path / "run")
+    assert skiplist_cli("explain", OPS + "test_out_lgamma0_float32", *common) == 0
+    out = capsys.readouterr().out
+    assert "no entry applies at collection" in out
+    assert "emu.toml:1  cause aten::lgamma.out: no lgamma" in out
+    assert "in run run: xfailed (missing_lowering aten::lgamma.out)" in out
+    assert "cause entry emu.toml:1 applied: the classifier read missing_lowering" in out
+    assert "aten::lgamma.out from the failure: aten::lgamma.out failed" in out
+    assert skiplist_cli("explain", OPS + "test_compare_sin_float32", *common) == 0
+    out = capsys.readouterr().out
+    assert "the classifier read numerical_mismatch values (no cause)" in out
