@@ -11,7 +11,7 @@ from itertools import compress
 from pathlib import Path
 
 from conformance.model import TestIdentity
-from skiplists.entry import FIELD_NAMES, SkipEntry, specificity
+from skiplists.entry import FIELD_NAMES, Selector, SkipEntry, specificity
 from skiplists.errors import SkiplistError
 from skiplists.loader import parse_file, torch_release
 
@@ -86,6 +86,11 @@ class Skiplist:
         #: Cause entries by (category, detail), most specific first; and those that name
         #: test_ids, by test_id (a pass of a named test is a strict xpass).
         self._causes: dict[tuple[str, str], list[SkipEntry]] = {}
+        #: The same, each with its selector's check, or None for an entry that narrows to
+        #: nothing (most do): the run-time check of a failure is then a dict lookup.
+        self._cause_checks: dict[
+            tuple[str, str], list[tuple[SkipEntry, Callable[[TestIdentity], bool] | None]]
+        ] = {}
         self._cause_named: dict[str, SkipEntry] = {}
         self._build_indexes()
 
@@ -148,8 +153,11 @@ class Skiplist:
             self._fields.append((operator.attrgetter(*names), groups[names], specificity(names)))
         for bucket in (*self._patterns_by_file.values(), self._patterns_any):
             bucket.freeze()
-        for candidates in self._causes.values():
+        for key, candidates in self._causes.items():
             candidates.sort(key=lambda e: e.rank, reverse=True)
+            self._cause_checks[key] = [
+                (e, e.selector.matches if _narrows(e.selector) else None) for e in candidates
+            ]
 
     @property
     def causes(self) -> tuple[SkipEntry, ...]:
@@ -161,8 +169,8 @@ class Skiplist:
         detail)`` in the test, or None: the most specific of the entries naming that cause
         whose selector narrows to the test. Checked only for tests no entry selected at
         collection (those take precedence)."""
-        for entry in self._causes.get((category, detail), ()):
-            if entry.selector.matches(identity):
+        for entry, check in self._cause_checks.get((category, detail), ()):
+            if check is None or check(identity):
                 return entry
         return None
 
@@ -302,6 +310,11 @@ class _PatternBucket:
         if self.prefilter is not None and self.prefilter.fullmatch(identity.test_id) is None:
             return []
         return [e for e in self.entries if e.selector.matches(identity)]
+
+
+def _narrows(selector: Selector) -> bool:
+    """Whether a selector narrows at all (an empty one selects every test)."""
+    return bool(selector.test_ids or selector.pattern or selector.field_values())
 
 
 def _selection_keys(entry: SkipEntry) -> list[object]:
