@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from conformance import __version__
 from conformance.model import RunMeta
 from reports.compare import BaselineView, DiffView, build_baseline, build_diff
+from reports.entries import EntryRow, build_entries
 from reports.loading import OpCoverage, load_op_coverage, load_run
 from reports.tests_view import FailureGroup, build_failure_groups
 from reports.trends import Trends, build_trends
@@ -53,6 +54,7 @@ class ReportModel:
     coverage: OpCoverage | None
     triage: list[TriageRow]
     failure_groups: list[FailureGroup]
+    entries: list[EntryRow]  # expected failures by skiplist entry, cause entries first
     baseline: BaselineView | None = None
     diff: DiffView | None = None
     trends: Trends | None = None
@@ -84,6 +86,7 @@ def model_from_frame(
         coverage=coverage,
         triage=build_triage(frame, coverage),
         failure_groups=build_failure_groups(frame),
+        entries=build_entries(frame),
         baseline=build_baseline(frame, *baseline, backend=meta.backend) if baseline else None,
         diff=build_diff(frame, *before) if before else None,
         trends=trends,

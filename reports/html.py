@@ -35,6 +35,8 @@ _PACKAGE = Path(__file__).resolve().parent
 SEARCH_CHUNK = 25000
 #: Rows of each kind of change shown on the diff page before linking to the full list.
 DIFF_SHOWN = 100
+#: Skiplist entries shown on the summary page before linking to the full list.
+ENTRIES_SHOWN = 20
 
 
 def _environment() -> jinja2.Environment:
@@ -155,6 +157,15 @@ def write_html(model: ReportModel, out_dir: Path) -> list[Path]:
         baseline=model.baseline,
         diff=model.diff,
         triage=model.triage,
+        entries=model.entries,
+        entries_shown=ENTRIES_SHOWN,
+    )
+    w.page(
+        "entries.html.j2",
+        "entries.html",
+        "Expected failures by skiplist entry",
+        entries=model.entries,
+        tests=sum(row.tests for row in model.entries),
     )
     w.page(
         "files.html.j2",

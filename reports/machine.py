@@ -31,7 +31,12 @@ __all__ = [
 #   2: ``baseline`` states the join's coverage: ``in_both`` (the same number as ``common``,
 #      kept), ``only_here``, ``only_baseline``, and ``warning`` (the low-coverage warning,
 #      or null).
-JSON_FORMAT = 2
+#   3: ``expected_failures_by_entry`` lists the skiplist entries that expected tests to fail
+#      (outcome xfailed), cause entries first: ``entry`` ("path:line"), ``category`` and
+#      ``detail`` ("" when its records differ), ``tests``, ``templates``, and ``cause`` (its
+#      records all read one missing lowering or unsupported feature); each row of
+#      ``missing_lowerings`` gains ``xfailed`` (its blocked tests that were expected failures).
+JSON_FORMAT = 3
 HUD_FORMAT = 1
 #: Test ids listed in the HUD record: its ingest caps a record at 2 MB.
 HUD_FAILED_LIMIT = 1000
@@ -83,9 +88,21 @@ def json_summary(model: ReportModel) -> dict[str, Any]:
                 "status": r.status,
                 "skipped": r.skipped,
                 "failed": r.failed,
+                "xfailed": r.xfailed,
                 "ops": r.ops,
             }
             for r in model.triage
+        ],
+        "expected_failures_by_entry": [
+            {
+                "entry": r.entry,
+                "category": r.category,
+                "detail": r.detail,
+                "tests": r.tests,
+                "templates": r.templates,
+                "cause": r.cause,
+            }
+            for r in model.entries
         ],
         "failure_groups": [
             {
@@ -137,6 +154,16 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     ]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return lines
+
+
+def _line(text: str) -> str:
+    """``text`` on one line, for a Markdown list item."""
+    return " ".join(text.split())
+
+
+def _code(text: str) -> str:
+    """``text`` fit for a Markdown code span (no backticks, one line)."""
+    return _line(text).replace("`", "'")
 
 
 def markdown_summary(model: ReportModel, *, top: int = 10) -> str:
@@ -212,9 +239,19 @@ def markdown_summary(model: ReportModel, *, top: int = 10) -> str:
     if model.triage:
         lines += ["", f"### Top {min(top, len(model.triage))} missing lowerings", ""]
         lines += _table(
-            ["overload", "tests blocked", "operators"],
-            [[f"`{r.overload}`", r.blocked, ", ".join(r.ops[:5])] for r in model.triage[:top]],
+            ["overload", "tests blocked", "expected to fail", "operators"],
+            [
+                [f"`{r.overload}`", r.blocked, r.xfailed, ", ".join(r.ops[:5])]
+                for r in model.triage[:top]
+            ],
         )
+    if model.entries:
+        lines += ["", "### Expected failures by skiplist entry", ""]
+        lines += [
+            f"- `{_code(r.entry)}` {_line(r.cause_text)}: {r.headline}" for r in model.entries[:top]
+        ]
+        if len(model.entries) > top:
+            lines.append(f"- … and {len(model.entries) - top:,} more entries")
     if model.failure_groups:
         lines += ["", f"### Top {min(top, len(model.failure_groups))} failures by message", ""]
         lines += _table(

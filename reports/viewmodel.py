@@ -331,7 +331,8 @@ def _dtype_order(dtype: str) -> tuple[int, str]:
 @dataclass(frozen=True, slots=True)
 class TriageRow:
     """One missing lowering: the overload, what op coverage says of it, and the tests it
-    keeps from running (skipped) or passing (failed)."""
+    keeps from running (skipped) or passing (failed); ``xfailed`` counts those of its
+    skipped tests that ran and failed as a skiplist entry expected."""
 
     overload: str
     status: str
@@ -339,6 +340,7 @@ class TriageRow:
     in_core: bool
     skipped: int
     failed: int
+    xfailed: int
     ops: list[str]  # operators (OpInfo names) whose tests it blocks
     files: int
 
@@ -352,6 +354,7 @@ def build_triage(frame: pandas.DataFrame, coverage: OpCoverage | None) -> list[T
     coverage lists as missing with blocked tests but that no record names are included
     with the op coverage count."""
     missing = frame.loc[(frame["category"] == "missing_lowering") & (frame["detail"] != "")]
+    xfailed = missing.loc[missing["outcome"] == "xfailed"].groupby("detail").size()
     rows: dict[str, TriageRow] = {}
     for overload, group in missing.groupby("detail", sort=True):
         status = coverage.ops.get(overload) if coverage else None
@@ -363,6 +366,7 @@ def build_triage(frame: pandas.DataFrame, coverage: OpCoverage | None) -> list[T
             in_core=status.in_core if status else False,
             skipped=int((group["bucket"] == "skipped").sum()),
             failed=int((group["bucket"] == "failed").sum()),
+            xfailed=int(xfailed.get(overload, 0)),
             ops=ops,
             files=int(group["file"].nunique()),
         )
@@ -375,6 +379,7 @@ def build_triage(frame: pandas.DataFrame, coverage: OpCoverage | None) -> list[T
                 in_core=status.in_core,
                 skipped=status.tests_blocked,
                 failed=0,
+                xfailed=0,
                 ops=[],
                 files=0,
             )

@@ -151,6 +151,46 @@ def small_records(run_id: str = "run-b") -> list[ResultRecord]:
     ]
 
 
+#: Skiplist entries of cause_records: a cause entry, an exact xfail entry, and an entry that
+#: applied to tests without expecting them to fail.
+CAUSE = "skiplists/data/emu/base.toml:12"
+EXACT = "skiplists/data/emu/base.toml:40"
+LISTED = "skiplists/data/emu/torch-2.13.toml:7"
+
+
+def cause_records(run_id: str = "run-c") -> list[ResultRecord]:
+    """A cause entry that explained 3 tests over 2 templates (a fourth test failed on the
+    same overload with no entry, and an entry skipped a fifth), an exact entry that expected
+    4 tests of one template to fail, and tests an entry applied to without expecting them
+    to fail (skipped, deselected, xpassed), which count for no entry."""
+
+    def test(outcome: str, template: str, op: str, dtype: str, **fields: object) -> ResultRecord:
+        test_id = f"embedded/test_ops.py::TestCommon::{template}_{op}_{dtype}"
+        return record(
+            test_id, outcome, template=template, op=op, dtype=dtype, run_id=run_id, **fields
+        )
+
+    lgamma = {"category": "missing_lowering", "detail": "aten::lgamma.out"}
+    return [
+        test("xfailed", "test_out", "lgamma", "float32", skip_entry=CAUSE, **lgamma),
+        test("xfailed", "test_out", "lgamma", "float64", skip_entry=CAUSE, **lgamma),
+        test("xfailed", "test_noncontiguous_samples", "lgamma", "float32", skip_entry=CAUSE,
+             **lgamma),
+        test("failed", "test_variant_consistency_eager", "lgamma", "float32", **lgamma),
+        test("skipped", "test_out", "lgamma", "bfloat16", skip_entry=LISTED, **lgamma),
+        *(
+            test("xfailed", "test_compare_cpu", "erf", dtype, category="known_bug",
+                 skip_entry=EXACT)
+            for dtype in ("float16", "float32", "float64", "bfloat16")
+        ),
+        test("skipped", "test_out", "sin", "float32", category="unsupported_dtype",
+             skip_entry=LISTED),
+        test("deselected", "test_out", "cos", "float32", category="crash", skip_entry=LISTED),
+        test("xpassed", "test_out", "tan", "float32", category="known_bug", skip_entry=LISTED),
+        test("passed", "test_out", "add", "float32"),
+    ]  # fmt: skip
+
+
 def small_meta(run_id: str = "run-b", **fields: object) -> RunMeta:
     defaults: dict[str, object] = dict(
         start_time="2026-11-02T01:00:00+00:00",

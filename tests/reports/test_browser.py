@@ -13,7 +13,7 @@ import pytest
 from reports.build import build_model
 from reports.render import render_report
 from tests.reports.cdp import Browser, find_chromium
-from tests.reports.conftest import make_runs_root
+from tests.reports.conftest import cause_records, make_runs_root, write_small_run
 
 CHROMIUM = find_chromium()
 pytestmark = [
@@ -154,3 +154,41 @@ def test_triage_link_opens_search_filtered_by_detail(report: Path, browser: Brow
             ".map(r => r.cells[2].textContent))"
         )
     ) == ["missing_lowering", "missing_lowering"]
+
+
+@pytest.fixture(scope="module")
+def cause_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("causes")
+    run = write_small_run(base, "run-c", records=cause_records(), coverage=False)
+    out = base / "report"
+    render_report(build_model(run), out, ["html"])
+    return out
+
+
+def test_an_entry_links_to_the_search_for_its_expected_failures(
+    cause_report: Path, browser: Browser
+) -> None:
+    assert browser.open((cause_report / "index.html").as_uri()) < OPEN_LIMIT_S
+    browser.evaluate("document.querySelector('a[href=\"entries.html\"]').click()")
+    browser.wait_for(
+        "location.pathname.endsWith('/entries.html') && document.readyState == 'complete'"
+    )
+    browser.evaluate(
+        "[...document.querySelectorAll('#entries a')].find(a => "
+        "a.textContent == 'missing_lowering aten::lgamma.out').click()"
+    )
+    browser.wait_for("location.pathname.endsWith('/search.html')")
+    status = browser.wait_for(
+        "(t => t.includes('matching') && !t.includes('Loading') && t)"
+        "(document.getElementById('status').textContent)"
+    )
+    assert status == "3 matching tests with detail aten::lgamma.out."
+    assert (
+        json.loads(
+            browser.evaluate(
+                "JSON.stringify([...document.querySelectorAll('#results tbody tr')]"
+                ".map(r => r.cells[1].textContent))"
+            )
+        )
+        == ["xfailed"] * 3
+    )

@@ -45,7 +45,7 @@ def test_markdown_summary_for_ci(runs_root: Path) -> None:
     assert "**12** outcomes, **3** passed (25.0%), of which 1 via CPU fallback" in text
     assert "| New failures | 2 |" in text
     assert "- `test_ops.py::TestCommon::test_out_add_int64` (passed → failed)" in text
-    assert "| `aten::cumsum.out` | 2 | cumsum |" in text
+    assert "| `aten::cumsum.out` | 2 | 0 | cumsum |" in text
     assert len(text) < MARKDOWN_LIMIT and "<script>" not in text.split("### Top")[0]
 
 
