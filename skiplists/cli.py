@@ -317,7 +317,9 @@ def _sweep(args: argparse.Namespace) -> int:
     identities = _identities(args, facts)
     if identities is None:
         raise ConfigError("say which tests: --from RUN or --tests PATH", where="sweep")
-    nodeids = selected_nodeids(skiplist, identities, args.tiers)
+    records = facts.records if facts else []
+    nodeids = selected_nodeids(skiplist, identities, args.tiers, records)
+    causes = {entry.where for entry in skiplist.causes}
     result = sweep(
         skiplist,
         nodeids,
@@ -325,10 +327,12 @@ def _sweep(args: argparse.Namespace) -> int:
         rootdir=args.rootdir,
         pytest_args=args.pytest_args,
         today=dt.date.today(),
+        swept_causes={str(r.get("skip_entry")) for r in records} & causes,
     )
     _write_or_show(result.changes, write=args.write, show=True)
     print(
-        f"swept {len(nodeids)} test(s): {len(result.plan.passing)} entr(y/ies) with passing tests",
+        f"swept {len(nodeids)} test(s): {len(result.plan.passing)} entr(y/ies) with passing "
+        f"tests, {len(result.plan.stale)} cause entr(y/ies) whose tests no longer fail of it",
         file=sys.stderr,
     )
     return 0
@@ -408,6 +412,7 @@ def _explain_record(skiplist: Skiplist, identity: Any, facts: RunFacts) -> None:
         category, detail = infer_category(record)
         readable = "a cause an entry can name" if has_cause(category, detail) else "no cause"
         print(f"    the classifier read {category} {detail}".rstrip() + f" ({readable}): {message}")
+
 
 def _import(args: argparse.Namespace) -> int:
     from skiplists import upstream

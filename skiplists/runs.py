@@ -13,7 +13,14 @@ from typing import Any
 from conformance.errors import ConfigError
 from conformance.model import RECORD_COLUMNS, RunMeta, TestIdentity
 
-__all__ = ["RunFacts", "collect_identities", "facts_from_frame", "merge_facts", "read_run_facts"]
+__all__ = [
+    "RunFacts",
+    "collect_identities",
+    "facts_from_frame",
+    "merge_facts",
+    "plugin_args",
+    "read_run_facts",
+]
 
 #: Outcomes that show a test can pass on the backend.
 PASSING = frozenset({"passed", "xpassed"})
@@ -86,6 +93,15 @@ def facts_from_frame(meta: RunMeta, frame: Any) -> RunFacts:
     return RunFacts(meta=meta, identities=identities, records=list(latest.values()))
 
 
+def plugin_args() -> list[str]:
+    """The pytest arguments that load the conformance plugin in a subprocess: none when
+    pytest loads it from its entry point (naming it too would register it twice, an
+    error), ``-p conformance.plugin`` when plugin autoloading is off."""
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return ["-p", "conformance.plugin"]
+    return []
+
+
 def collect_identities(
     paths: Sequence[str], device_names: Sequence[str], pytest_args: Sequence[str] = ()
 ) -> list[TestIdentity]:
@@ -93,8 +109,7 @@ def collect_identities(
     from conformance.identity import parse_nodeid
 
     rootdir = Path.cwd()
-    # The plugin named explicitly: it may not be auto-loaded (PYTEST_DISABLE_PLUGIN_AUTOLOAD).
-    plugin = ["-p", "conformance.plugin"] if "--device" in pytest_args else []
+    plugin = plugin_args() if "--device" in pytest_args else []
     command = [
         sys.executable,
         "-m",

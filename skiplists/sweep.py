@@ -12,13 +12,14 @@ import datetime as dt
 import subprocess
 import sys
 import tempfile
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from conformance.errors import ConformanceError
 from conformance.model import TestIdentity
-from skiplists.runs import RunFacts, read_run_facts
+from skiplists.runs import RunFacts, plugin_args, read_run_facts
 from skiplists.skiplist import Skiplist
 from skiplists.update import UpdatePlan, apply_plan, plan_update
 
@@ -33,14 +34,25 @@ class SweepResult:
 
 
 def selected_nodeids(
-    skiplist: Skiplist, identities: Iterable[TestIdentity], tiers: Collection[str]
+    skiplist: Skiplist,
+    identities: Iterable[TestIdentity],
+    tiers: Collection[str],
+    records: Iterable[Mapping[str, Any]] = (),
 ) -> list[str]:
-    """Nodeids of the tests an entry of the given tiers applies to."""
+    """Nodeids of the tests an entry of the given tiers applies to: at collection, or, for
+    a cause entry, the tests whose failure it explained in the run ``records`` come from."""
     nodeids = []
     for identity in identities:
         entry = skiplist.match(identity)
         if entry is not None and entry.tier in tiers:
             nodeids.append(identity.nodeid)
+    if "xfail" in tiers:
+        causes = {entry.where for entry in skiplist.causes}
+        chosen = set(nodeids)
+        for record in records:
+            if record.get("skip_entry") in causes and record["nodeid"] not in chosen:
+                chosen.add(record["nodeid"])
+                nodeids.append(record["nodeid"])
     return nodeids
 
 
@@ -52,8 +64,10 @@ def sweep(
     rootdir: Path,
     pytest_args: Sequence[str] = (),
     today: dt.date,
+    swept_causes: Collection[str] = (),
 ) -> SweepResult:
-    """Run ``nodeids`` (relative to ``rootdir``) without the skiplist; plan the removals."""
+    """Run ``nodeids`` (relative to ``rootdir``) without the skiplist; plan the removals.
+    ``swept_causes`` are the cause entries (``where``) whose tests are among them."""
     if not nodeids:
         raise ConformanceError("the skiplist selects none of the given tests: nothing to sweep")
     with tempfile.TemporaryDirectory(prefix="skiplist-sweep-") as scratch:
@@ -62,7 +76,7 @@ def sweep(
         # pytest reads "@file" as one argument per line: no command-line length limit.
         args_file.write_text("\n".join(nodeids) + "\n", encoding="utf-8")
         command = [
-            sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conformance.plugin",
+            sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(),
             "--device", device, "--no-skiplist", "--run-dir", str(run_dir),
             *pytest_args, f"@{args_file}",
         ]  # fmt: skip
@@ -73,5 +87,8 @@ def sweep(
         facts = read_run_facts(run_dir)
     plan = plan_update(skiplist, facts, today=today)
     plan.additions = []  # a sweep only proposes removals
-    changes = apply_plan(plan, None, prune=True, today=today) if plan.passing else {}
+    # A cause entry goes when none of the tests it explained fails of its cause any more;
+    # the sweep says nothing of the cause entries whose tests it did not run.
+    plan.stale = [s for s in plan.stale if s.entry.where in swept_causes]
+    changes = apply_plan(plan, None, prune=True, today=today) if plan.passing or plan.stale else {}
     return SweepResult(facts=facts, plan=plan, changes=changes)

@@ -3,6 +3,7 @@ to the failures the classifier reads as that cause."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas  # noqa: F401 (loaded before pytester, whose module snapshot would drop it)
@@ -334,3 +335,31 @@ def test_explain_says_which_cause_entry_applied_and_what_the_classifier_read(
     assert skiplist_cli("explain", OPS + "test_compare_sin_float32", *common) == 0
     out = capsys.readouterr().out
     assert "the classifier read numerical_mismatch values (no cause)" in out
+
+
+@pytest.mark.slow
+def test_sweep_reruns_what_a_cause_entry_explained_and_proposes_it_for_removal_once_fixed(
+    pytester: pytest.Pytester,
+):
+    pytester.makepyfile(test_cause=FIXTURE)
+    (pytester.path / "causes.toml").write_text(CAUSES)
+    common = ("--device", "cpu", "--skiplist", "causes.toml", "-p", "no:cacheprovider")
+    pytester.runpytest_subprocess("test_cause.py", "--run-dir", "run", *common)
+    # The kernel "lands": the test no longer hits the missing op.
+    fixed = FIXTURE.replace(
+        "torch.ops.aten._cslt_compress(torch.ones(4, 4, device=device, dtype=dtype))", "pass"
+    ).replace(
+        "self.assertEqual(torch.ones(2, device=device), torch.zeros(2, device=device))",
+        "self.assertEqual(torch.ones(2, device=device), torch.ones(2, device=device))",
+    )
+    (pytester.path / "test_cause.py").write_text(fixed)
+    sweep = pytester.run(
+        sys.executable, "-m", "conformance", "skiplist", "sweep", "--from", "run",
+        "--skiplist", "causes.toml", "--rootdir", str(pytester.path),
+    )  # fmt: skip
+    assert sweep.ret == 0, sweep.stderr.str()
+    out = sweep.stdout.str()
+    assert '-cause = "aten::_cslt_compress"' in out and '-template = "test_thing"' in out
+    # and the entry naming test_fixed, which passed (a strict xpass) in the run already
+    assert '-test_id = "test_cause.py::TestCause::test_fixed"' in out
+    assert "2 cause entr(y/ies) whose tests no longer fail of it" in sweep.stderr.str()
