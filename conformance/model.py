@@ -19,6 +19,7 @@ __all__ = [
     "FORMAT_VERSION",
     "OUTCOMES",
     "RECORD_COLUMNS",
+    "RECORD_FORMAT",
     "SUITES",
     "ResultRecord",
     "RunMeta",
@@ -35,7 +36,11 @@ __all__ = [
 #      records and identities gain ``suite`` (``embedded`` or ``upstream``). Version 1 runs
 #      are read as version 2 (store.read_records names their tests the same way). Run
 #      metadata gains ``paths`` and ``filters`` (what was selected, checked on resume).
-FORMAT_VERSION = 2
+#   3: run metadata gains ``amends``: the run a rerun (``--rerun``) reruns tests of. Records
+#      are unchanged: version 2 runs read as they are.
+FORMAT_VERSION = 3
+#: The first version whose records read as they are; older runs' records are upgraded.
+RECORD_FORMAT = 2
 
 #: The namespace of the embedded suite's files in test_ids: ``embedded/test_ops.py``.
 EMBEDDED_NAMESPACE = "embedded/"
@@ -182,6 +187,7 @@ class RunMeta:
     #: What was selected: the test paths given to pytest (absolute), and -k/-m filters.
     paths: list[str] = field(default_factory=list)
     filters: list[str] = field(default_factory=list)
+    amends: str = ""  # the run_id this run reruns tests of ("" for a run of its own)
     host: str = ""
     command: list[str] = field(default_factory=list)
     collected: int = 0

@@ -124,6 +124,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="balance --shard by the test durations these earlier runs recorded",
     )
     group.addoption(
+        "--only-test-ids",
+        dest="conformance_only_test_ids",
+        metavar="FILE",
+        help="run only the tests whose test_id is a line of FILE (a rerun; see --amends)",
+    )
+    group.addoption(
+        "--amends",
+        dest="conformance_amends",
+        default="",
+        metavar="RUN_ID",
+        help="the run this one reruns tests of, recorded in the run metadata",
+    )
+    group.addoption(
         "--progress-interval",
         dest="conformance_progress_interval",
         type=float,
@@ -253,6 +266,7 @@ def pytest_configure(config: pytest.Config) -> None:
         timeout_s=timeout_s,
         trace_ops=option.conformance_trace_ops,
         recorder=recorder,
+        only_test_ids=_only_test_ids(option.conformance_only_test_ids),
     )
     config.pluginmanager.register(agent, "conformance-agent")
 
@@ -289,6 +303,19 @@ def _shard_durations(run_dirs: list[str]) -> Any:
         return read_durations(run_dirs)
     except ConformanceError as exc:
         raise pytest.UsageError(f"--shard-durations: {exc}") from None
+
+
+def _only_test_ids(path: str | None) -> frozenset[str] | None:
+    if not path:
+        return None
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise pytest.UsageError(f"--only-test-ids: cannot read {path}: {exc}") from None
+    test_ids = frozenset(line.strip() for line in lines if line.strip())
+    if not test_ids:
+        raise pytest.UsageError(f"--only-test-ids: {path} lists no test_id")
+    return test_ids
 
 
 def _load_skiplist(config: pytest.Config, backend: Any) -> Any:
@@ -333,6 +360,8 @@ def _open_writer(config: pytest.Config, backend: Any, shard: tuple[int, int] | N
     suite = option.conformance_suite or _suite_from_args(config)
     shard_name = f"{shard[0]}/{shard[1]}" if shard else ""
     paths, filters = _selected(config)
+    if option.conformance_only_test_ids:
+        filters.append(f"--only-test-ids {Path(option.conformance_only_test_ids).resolve()}")
     torch_version, torch_git = torch_build()
     if option.conformance_resume:
         from conformance.resume import Wanted, check_resumable
@@ -370,6 +399,7 @@ def _open_writer(config: pytest.Config, backend: Any, shard: tuple[int, int] | N
         shard=shard_name,
         paths=paths,
         filters=filters,
+        amends=option.conformance_amends,
         host=socket.gethostname(),
         command=[str(part) for part in command],
         expected=option.conformance_expected,

@@ -2,7 +2,7 @@
 
 Resuming appends records to a run folder, so a wrong folder would mix the outcomes of two
 different selections into one run and mark it complete. A run is resumed only when it is
-incomplete and was made by the same harness format, on the same device, suite, selection
+incomplete and its records are of the current format, made on the same device, suite, selection
 (test paths and -k/-m filters), shard and torch version; anything else is refused before
 the folder is touched, with a message that says what differs.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from conformance.errors import ConfigError
-from conformance.model import FORMAT_VERSION, RunMeta
+from conformance.model import FORMAT_VERSION, RECORD_FORMAT, RunMeta
 from conformance.store import read_meta
 
 __all__ = ["Wanted", "check_resumable"]
@@ -44,10 +44,10 @@ def check_resumable(run_dir: str | Path, wanted: Wanted) -> RunMeta:
             where=str(run_dir),
         )
     differences = []
-    if meta.format_version != FORMAT_VERSION:
+    if meta.format_version < RECORD_FORMAT:
         differences.append(
-            f"format version: the run has {meta.format_version}, this harness writes "
-            f"{FORMAT_VERSION}"
+            f"format version: the run has {meta.format_version}, whose records this "
+            f"harness (format {FORMAT_VERSION}) does not append to"
         )
     for name, shown in (
         ("backend", "device"),

@@ -71,12 +71,46 @@ _PYTEST_NO_TESTS = 5
 
 @dataclass
 class Selection:
-    """What to run: the paths given to pytest, the folder pytest runs in, and the suite name."""
+    """What to run: the paths given to pytest, the folder pytest runs in, and the suite name;
+    for a rerun, the test_ids to run and the run they amend."""
 
     paths: list[Path]
     rootdir: Path
     suite: str
     env: dict[str, str] = field(default_factory=dict)
+    only_test_ids: list[str] = field(default_factory=list)
+    amends: str = ""
+
+
+#: The file in a rerun's folder that lists the test_ids it runs.
+RERUN_TEST_IDS = "rerun_test_ids.txt"
+
+
+def _rerun_selection(args: argparse.Namespace, selection: Selection, runs_root: Path) -> Selection:
+    """The selection narrowed to the tests ``--rerun``/``--where`` pick, and to their files."""
+    from conformance.model import EMBEDDED_NAMESPACE
+    from conformance.rerun import select_rerun
+    from conformance.store import resolve_run
+
+    runs = [resolve_run(ref, runs_root) for ref in args.rerun]
+    rerun = select_rerun(runs, args.where)
+    if rerun.suite != selection.suite:
+        raise ConfigError(
+            f"{rerun.amends} is a run of {rerun.suite}, not {selection.suite}: rerun its tests "
+            "with the same suite",
+            where="--rerun",
+        )
+    files = [selection.rootdir / f.removeprefix(EMBEDDED_NAMESPACE) for f in rerun.files]
+    paths = [path for path in files if path.is_file()] or selection.paths
+    shown = " ".join(rerun.where) or "every test"
+    print(
+        f"conformance run: rerun of {len(rerun.test_ids):,} tests of {rerun.amends} ({shown}) "
+        f"in {len(paths)} file(s)",
+        flush=True,
+    )
+    return Selection(
+        paths, selection.rootdir, selection.suite, selection.env, rerun.test_ids, rerun.amends
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -160,6 +194,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--expected-count", type=int, metavar="N", help="tests the selection should collect"
     )
     parser.add_argument(
+        "--rerun",
+        action="append",
+        default=[],
+        metavar="RUN",
+        help="run only tests of these earlier runs' records (repeatable; see --where); the "
+        "new run amends the first",
+    )
+    parser.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --rerun: outcome, category, detail, blocking (overload), dispatched "
+        "(overload), template, file, test_class, op, dtype, suite or test_id (regex); "
+        "repeatable, all must hold; A,B for alternatives",
+    )
+    parser.add_argument(
         "--progress-interval",
         type=float,
         metavar="SECONDS",
@@ -217,6 +268,13 @@ def run_command(args: argparse.Namespace) -> int:
         )
         check_resumable(resume_dir, wanted)
 
+    if args.where and not args.rerun:
+        raise ConfigError("selects among the records of --rerun RUN", where="--where")
+    if args.rerun:
+        if resume_dir is not None:
+            raise ConfigError("--resume finishes a rerun as it was started", where="--rerun")
+        selection = _rerun_selection(args, selection, runs_root)
+
     baseline_dir = None
     if args.baseline:
         baseline_dir = _run_dir(runs_root, args.baseline, None)
@@ -227,6 +285,11 @@ def run_command(args: argparse.Namespace) -> int:
             return status
 
     run_dir = resume_dir or _run_dir(runs_root, args.device, args.run_id)
+    if selection.only_test_ids:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        listed = run_dir / RERUN_TEST_IDS
+        listed.write_text("\n".join(selection.only_test_ids) + "\n", encoding="utf-8")
+        args.only_test_ids_file = listed
     status = _run_pytest(args, selection, args.device, run_dir, resume_dir, workers, baseline=False)
     if status is not None:
         return status
@@ -360,6 +423,9 @@ def _run_pytest(
             command += ["--expected-count", str(args.expected_count)]
     if args.trace_ops:
         command.append("--trace-ops")
+    listed = getattr(args, "only_test_ids_file", None)
+    if listed is not None:
+        command += ["--only-test-ids", str(listed), "--amends", selection.amends]
     if args.progress_interval is not None:
         command += ["--progress-interval", f"{args.progress_interval:g}"]
     if args.shard:

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from conformance.errors import ConfigError, ConformanceError
 from conformance.model import (
     EMBEDDED_NAMESPACE,
-    FORMAT_VERSION,
     RECORD_COLUMNS,
+    RECORD_FORMAT,
     ResultRecord,
     RunMeta,
 )
@@ -218,7 +218,7 @@ def read_run(
         raise ConfigError(f"no such record columns: {', '.join(unknown)}", where=str(run_dir))
     meta = read_meta(run_dir)
     parquet = Path(run_dir) / PARQUET_NAME
-    if parquet.exists() and meta.format_version < FORMAT_VERSION:
+    if parquet.exists() and meta.format_version < RECORD_FORMAT:
         # A run of an older format is read record by record, each upgraded.
         records = read_records(run_dir, meta)
         frame = pandas.DataFrame.from_records(records, columns=list(RECORD_COLUMNS))[names]

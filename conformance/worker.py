@@ -87,6 +87,7 @@ class TestRunAgent:
         timeout_s: float | None,
         trace_ops: bool,
         recorder: RunRecorder | None = None,
+        only_test_ids: frozenset[str] | None = None,
     ) -> None:
         self.config = config
         self.backend = backend
@@ -97,6 +98,7 @@ class TestRunAgent:
         self.shard_durations = shard_durations
         self.trace_ops = trace_ops
         self.recorder = recorder  # set in a serial run, where this process also records
+        self.only_test_ids = only_test_ids  # a rerun: only these tests run
         self.collected = 0
         self.deselected: list[dict[str, Any]] = []
         self.identities: dict[str, TestIdentity] = {}
@@ -115,10 +117,16 @@ class TestRunAgent:
         identities = {item.nodeid: identity_from_item(item, names) for item in items}
         self.identities = identities  # for the cause entries, once the tests have run
         removed: list[pytest.Item] = []
+        if self.only_test_ids is not None:
+            only = self.only_test_ids
+            removed = [i for i in items if identities[i.nodeid].test_id not in only]
+            items[:] = [i for i in items if identities[i.nodeid].test_id in only]
         if self.shard is not None:
             # By test_id, so that the shard holds the same tests on every device.
-            mine = select_shard(list(identities.values()), self.shard, self.shard_durations)
-            removed = [i for i in items if identities[i.nodeid].test_id not in mine]
+            mine = select_shard(
+                [identities[i.nodeid] for i in items], self.shard, self.shard_durations
+            )
+            removed += [i for i in items if identities[i.nodeid].test_id not in mine]
             items[:] = [i for i in items if identities[i.nodeid].test_id in mine]
         self.collected = len(items)
 

@@ -156,7 +156,7 @@ WANTED = Wanted("emu", "embedded:smoke", "2/4", "2.13.0", ["/suite"], [])
         ({"shard": "3/4"}, "shard: the run has '3/4', this command '2/4'"),
         ({"torch_version": "2.12.1"}, "torch version: the run has '2.12.1'"),
         ({"paths": ["/elsewhere"]}, "test paths: the run has [/elsewhere], this command [/suite]"),
-        ({"format_version": 1}, "format version: the run has 1, this harness writes 2"),
+        ({"format_version": 1}, "format version: the run has 1, whose records this harness"),
         ({"complete": True}, "the run is complete"),
     ],
 )

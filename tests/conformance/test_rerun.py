@@ -1,0 +1,99 @@
+"""Reruns: a run of only the tests earlier records select, amending the run they came from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas  # noqa: F401 (loaded before pytester, whose module snapshot would drop it)
+import pyarrow.parquet  # noqa: F401
+import pytest
+
+from conformance.cli import main
+from conformance.errors import ConfigError
+from conformance.rerun import parse_where
+from conformance.store import read_run
+from op_coverage.triage import blocked_tests
+
+FIXTURE = """
+import torch
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestRerun(TestCase):
+    @dtypes(torch.float32, torch.float64)
+    def test_compress(self, device, dtype):
+        torch.ops.aten._cslt_compress(torch.ones(4, 4, device=device, dtype=dtype))
+
+    @dtypes(torch.float32, torch.float64)
+    def test_mismatch(self, device, dtype):
+        self.assertEqual(torch.ones(2, device=device), torch.zeros(2, device=device))
+
+    def test_passes(self, device):
+        self.assertEqual(torch.ones(2, device=device).sum().item(), 2.0)
+
+
+instantiate_device_type_tests(TestRerun, globals())
+"""
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_a_rerun_runs_exactly_the_selected_tests_and_leaves_the_base_run_alone(
+    pytester: pytest.Pytester, capsys
+):
+    path = pytester.makepyfile(test_rerun=FIXTURE)
+    runs = pytester.path / "runs"
+    common = ["run", "--device", "cpu", "--tests", str(path), "-n", "1", "--no-skiplist"]
+    common += ["--runs-root", str(runs)]
+    assert main([*common, "--run-id", "base"]) == 1
+    base_meta, base = read_run(runs / "base")
+    before = snapshot(runs / "base")
+
+    blocked = blocked_tests(base)
+    expected = set(blocked.loc[blocked["blocking_op"] == "aten::_cslt_compress", "test_id"])
+    assert len(expected) == 2
+    where = ["--where", "blocking=aten::_cslt_compress"]
+    assert main([*common, "--rerun", "base", *where, "--run-id", "fix"]) == 1
+    out = capsys.readouterr().out
+    assert "rerun of 2 tests of base (blocking=aten::_cslt_compress) in 1 file(s)" in out
+    meta, frame = read_run(runs / "fix")
+    assert set(frame["test_id"]) == expected and meta.collected == 2 and meta.complete
+    assert meta.amends == "base" and meta.suite == base_meta.suite
+    assert snapshot(runs / "base") == before  # the base run is never rewritten
+
+    # By outcome and template together: the mismatches only.
+    where = ["--where", "outcome=failed", "--where", "template=test_mismatch"]
+    assert main([*common, "--rerun", "base", *where, "--run-id", "mismatch"]) == 1
+    _, frame = read_run(runs / "mismatch")
+    assert sorted(frame["test_id"]) == [
+        f"test_rerun.py::TestRerun::test_mismatch_{d}" for d in ("float32", "float64")
+    ]
+    # Nothing matches: a clear error, no run written.
+    assert main([*common, "--rerun", "base", "--where", "outcome=crashed"]) == 2
+    assert "no test of base matches outcome=crashed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("specs", "message"),
+    [
+        (["outcome"], "expected KEY=VALUE"),
+        (["colour=red"], "KEY one of outcome"),
+        (["outcome=failed", "outcome=error"], "outcome given twice"),
+        (["test_id=test_(x"], "test_id='test_(x'"),
+    ],
+)
+def test_bad_filters_are_named(specs, message):
+    with pytest.raises(ConfigError, match="--where") as caught:
+        parse_where(specs)
+    assert message in str(caught.value)
+
+
+def test_alternatives_are_comma_separated():
+    assert parse_where(["outcome=failed, error", "template=test_out"]) == {
+        "outcome": ("failed", "error"),
+        "template": ("test_out",),
+    }
