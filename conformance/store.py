@@ -44,6 +44,7 @@ __all__ = [
     "RunWriter",
     "list_runs",
     "new_run_id",
+    "read_amended",
     "read_meta",
     "read_records",
     "read_run",
@@ -242,6 +243,35 @@ def read_run(
     for name in set(_INT_COLUMNS).intersection(names):
         frame[name] = frame[name].astype("int64")
     return meta, frame
+
+
+def read_amended(
+    base_dir: str | os.PathLike[str],
+    reruns: Sequence[str | os.PathLike[str]],
+    columns: Sequence[str] | None = None,
+) -> tuple[RunMeta, pandas.DataFrame]:
+    """A base run amended by reruns of some of its tests: the base run's metadata and one
+    row per test, the latest outcome of each (a later rerun wins), keyed on test_id.
+
+    Every rerun must name the base run in its ``amends`` (ConfigError naming the rerun
+    otherwise). Nothing is written: the base run stays as it was recorded."""
+    import pandas
+
+    meta, frame = read_run(base_dir, columns)
+    if not reruns:
+        return meta, frame
+    if columns is not None and "test_id" not in columns:
+        raise ConfigError("an amended view needs the test_id column", where=str(base_dir))
+    frames = [frame]
+    for rerun in reruns:
+        rerun_meta, rerun_frame = read_run(rerun, columns)
+        if rerun_meta.amends != meta.run_id:
+            amends = f"amends {rerun_meta.amends}" if rerun_meta.amends else "amends no run"
+            raise ConfigError(f"{amends}, not {meta.run_id}", where=str(rerun))
+        frames.append(rerun_frame)
+    amended = pandas.concat(frames, ignore_index=True)
+    amended = amended.drop_duplicates("test_id", keep="last").reset_index(drop=True)
+    return meta, amended
 
 
 def list_runs(root: str | os.PathLike[str]) -> list[RunMeta]:

@@ -69,6 +69,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     tri.add_argument("--grid", action="store_true", help="also print the op x dtype grid")
     tri.add_argument("--json", action="store_true", help="print the ranking as JSON")
+    tri.add_argument(
+        "--amend",
+        action="append",
+        default=[],
+        metavar="RERUN",
+        help="a rerun of some of the run's tests (repeatable): rank by the latest outcomes",
+    )
     tri.set_defaults(handler=_triage)
 
     dif = commands.add_parser("diff", help="ops gained and lost between two runs or snapshots")
@@ -163,12 +170,13 @@ def _statuses(run_dir: Path) -> dict[str, tuple[str, bool]] | None:
 
 
 def _triage(args: argparse.Namespace) -> int:
-    from conformance.store import read_run
+    from conformance.store import read_amended
     from op_coverage.render import format_grid, format_triage
     from op_coverage.triage import dtype_grid, triage
 
     run_dir = _run_dir(args.run, args.runs_root)
-    _, records = read_run(run_dir)
+    reruns = [_run_dir(ref, args.runs_root) for ref in args.amend]
+    _, records = read_amended(run_dir, reruns)
     result = triage(records, _statuses(run_dir))
     if args.json:
         payload: dict[str, Any] = {

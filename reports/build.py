@@ -6,6 +6,7 @@ the :class:`ReportModel` and never read a run themselves.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -99,10 +100,12 @@ def build_model(
     baseline_dir: str | Path | None = None,
     compare_dir: str | Path | None = None,
     history_root: str | Path | None = None,
+    amend: Sequence[str | Path] = (),
 ) -> ReportModel:
-    """Read a run folder (with its ``op_coverage.json`` when present), an optional
-    baseline run, an earlier run to compare with, and a runs root for trends."""
-    meta, frame = load_run(run_dir)
+    """Read a run folder (with its ``op_coverage.json`` when present) amended by its
+    reruns ``amend``, an optional baseline run, an earlier run to compare with, and a
+    runs root for trends."""
+    meta, frame = load_run(run_dir, amend=amend)
     baseline = load_run(baseline_dir) if baseline_dir else None
     before = load_run(compare_dir) if compare_dir else None
     loaded = {Path(run_dir).resolve(): (meta, frame)}

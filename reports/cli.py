@@ -55,6 +55,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="LIST",
         help="comma-separated outputs among html, json, md, junit, hud (default: all)",
     )
+    parser.add_argument(
+        "--amend",
+        action="append",
+        default=[],
+        metavar="RERUN",
+        help="a rerun of some of the run's tests (repeatable): the report shows the latest "
+        "outcome of each test",
+    )
     parser.set_defaults(handler=run_report)
 
 
@@ -75,6 +83,7 @@ def run_report(args: argparse.Namespace) -> int:
         baseline_dir=resolve(args.baseline),
         compare_dir=resolve(args.compare),
         history_root=args.history,
+        amend=[resolve(ref) for ref in args.amend],  # type: ignore[misc]
     )
     written = render_report(model, args.out, formats)
     t = model.summary.totals

@@ -8,6 +8,7 @@ outcomes and categories, unique test ids) and names the run and the test when it
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,19 +27,20 @@ OP_STATUSES = ("native", "composite", "fallback", "missing")
 
 
 def load_run(
-    run_dir: str | Path, columns: list[str] | None = None
+    run_dir: str | Path, columns: list[str] | None = None, amend: Sequence[str | Path] = ()
 ) -> tuple[RunMeta, pandas.DataFrame]:
     """The run in ``run_dir`` as (RunMeta, DataFrame with RECORD_COLUMNS), or only
-    ``columns`` of it (test_id, outcome and category are always read, to be checked).
+    ``columns`` of it (test_id, outcome and category are always read, to be checked);
+    with ``amend``, the reruns of some of its tests, the latest outcome of each test.
 
     Raises ConfigError naming the folder and the offending test for outcomes or categories
     outside the model, and for a test id recorded twice.
     """
     if columns is not None:
         columns = list(dict.fromkeys(["test_id", "outcome", "category", *columns]))
-    from conformance.store import read_run
+    from conformance.store import read_amended
 
-    meta, frame = read_run(run_dir, columns)
+    meta, frame = read_amended(run_dir, amend, columns)
     check_frame(frame, where=str(run_dir), columns=columns)
     return meta, frame
 

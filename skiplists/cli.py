@@ -59,6 +59,14 @@ def register(subparsers: Any) -> None:
         help="review date of new entries, days from today (0: none)",
     )
     update.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
+    update.add_argument(
+        "--amend",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="RERUN",
+        help="a rerun of some of the run's tests (repeatable): their latest outcomes count",
+    )
     update.set_defaults(handler=_update)
 
     sweep = commands.add_parser("sweep", help="run only the listed tests, propose removals")
@@ -179,6 +187,11 @@ def _context(args: argparse.Namespace) -> tuple[Skiplist, list[Path], RunFacts |
     runs = getattr(args, "run", None)
     if isinstance(runs, list):  # lint and sweep take several runs that together cover a suite
         facts = merge_facts([read_run_facts(run) for run in runs]) if runs else None
+    elif runs and getattr(args, "amend", None):
+        from conformance.store import read_amended
+        from skiplists.runs import facts_from_frame
+
+        facts = facts_from_frame(*read_amended(runs, args.amend))
     else:
         facts = read_run_facts(runs) if runs else None
     backend = args.backend or (facts.meta.backend if facts else "")

@@ -77,6 +77,45 @@ def test_a_rerun_runs_exactly_the_selected_tests_and_leaves_the_base_run_alone(
     assert "no test of base matches outcome=crashed" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_reports_triage_and_update_show_a_base_run_amended_by_its_reruns(
+    pytester: pytest.Pytester, capsys
+):
+    import json
+
+    path = pytester.makepyfile(test_rerun=FIXTURE)
+    runs = pytester.path / "runs"
+    common = ["run", "--device", "cpu", "--tests", str(path), "-n", "1", "--no-skiplist"]
+    common += ["--runs-root", str(runs)]
+    assert main([*common, "--run-id", "base"]) == 1
+    before = snapshot(runs / "base")
+    # The contributor's fix lands: the op no longer fails; rerun what it blocked.
+    path.write_text(FIXTURE.replace("torch.ops.aten._cslt_compress(", "torch.abs("))
+    where = ["--where", "blocking=aten::_cslt_compress"]
+    assert main([*common, "--rerun", "base", *where, "--run-id", "fix"]) == 0
+    capsys.readouterr()
+
+    assert main(["ops", "triage", str(runs / "base"), "--json"]) == 0
+    ranked = [row["op"] for row in json.loads(capsys.readouterr().out)["ranked"]]
+    assert ranked == ["aten::_cslt_compress"]
+    assert main(["ops", "triage", str(runs / "base"), "--amend", str(runs / "fix"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ranked"] == []  # the gain shows at once
+
+    out = pytester.path / "report"
+    assert (
+        main(["report", str(runs / "base"), "--amend", str(runs / "fix"), "--out", str(out)]) == 0
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    totals = summary["totals"]
+    assert (totals["passed"], totals["failed"]) == (3, 2)  # was 1 passed, 4 failed
+    assert snapshot(runs / "base") == before  # amended views never rewrite the base run
+
+    # A rerun of another run does not amend this one.
+    assert main([*common, "--run-id", "other"]) == 1
+    assert main(["ops", "triage", str(runs / "base"), "--amend", str(runs / "other")]) == 2
+    assert "amends no run, not base" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("specs", "message"),
     [
