@@ -22,6 +22,7 @@ PART_MODULES = (
     "conformance.run_cli",
     "conformance.merge",
     "conformance.nightly",
+    "conformance.repro",
     "conformance.embedded.cli",
     "skiplists.cli",
     "op_coverage.cli",

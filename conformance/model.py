@@ -36,8 +36,10 @@ __all__ = [
 #      records and identities gain ``suite`` (``embedded`` or ``upstream``). Version 1 runs
 #      are read as version 2 (store.read_records names their tests the same way). Run
 #      metadata gains ``paths`` and ``filters`` (what was selected, checked on resume).
-#   3: run metadata gains ``amends``: the run a rerun (``--rerun``) reruns tests of. Records
-#      are unchanged: version 2 runs read as they are.
+#   3: run metadata gains ``amends`` (the run a rerun, ``--rerun``, reruns tests of),
+#      ``rootdir`` (pytest's, which nodeids are relative to) and ``env`` (the environment
+#      the harness set for the tests: the embedded selection, the device filter), so a test
+#      can be rerun alone. Records are unchanged: version 2 runs read as they are.
 FORMAT_VERSION = 3
 #: The first version whose records read as they are; older runs' records are upgraded.
 RECORD_FORMAT = 2
@@ -188,6 +190,8 @@ class RunMeta:
     paths: list[str] = field(default_factory=list)
     filters: list[str] = field(default_factory=list)
     amends: str = ""  # the run_id this run reruns tests of ("" for a run of its own)
+    rootdir: str = ""  # pytest's rootdir, which nodeids are relative to
+    env: dict[str, str] = field(default_factory=dict)  # the harness's settings for the tests
     host: str = ""
     command: list[str] = field(default_factory=list)
     collected: int = 0

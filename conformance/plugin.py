@@ -27,6 +27,15 @@ _ENV_KEY = pytest.StashKey[dict[str, str | None]]()
 #: In an xdist worker whose backend failed to load: the error, for the controller to report.
 _LOAD_ERROR_KEY = pytest.StashKey[str]()
 
+#: Environment variables that decide what the tests do, kept in the run metadata so a
+#: test can be rerun alone as it ran.
+_RECORDED_ENV = (
+    "CONFORMANCE_SELECTION",
+    "PYTORCH_TESTING_DEVICE_ONLY_FOR",
+    "EMU_CPU_FALLBACK",
+    "TORCH_DEVICE_BACKEND_AUTOLOAD",
+)
+
 #: The environment variable through which `conformance run` passes the user's command line.
 COMMAND_ENV = "CONFORMANCE_COMMAND"
 
@@ -400,6 +409,8 @@ def _open_writer(config: pytest.Config, backend: Any, shard: tuple[int, int] | N
         paths=paths,
         filters=filters,
         amends=option.conformance_amends,
+        rootdir=str(config.rootpath),
+        env={name: os.environ[name] for name in _RECORDED_ENV if os.environ.get(name)},
         host=socket.gethostname(),
         command=[str(part) for part in command],
         expected=option.conformance_expected,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas  # noqa: F401 (loaded before pytester, whose module snapshot would drop it)
@@ -72,6 +73,20 @@ def test_a_rerun_runs_exactly_the_selected_tests_and_leaves_the_base_run_alone(
     assert sorted(frame["test_id"]) == [
         f"test_rerun.py::TestRerun::test_mismatch_{d}" for d in ("float32", "float64")
     ]
+    # Each failure can be run again alone, as the run ran it.
+    assert (
+        main(["repro", str(runs / "base"), "test_rerun.py::TestRerun::test_mismatch_float32"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "in run base on cpu: failed (numerical_mismatch values)" in out
+    command = out.splitlines()[-1].strip()
+    assert command.startswith(f"cd {pytester.path} && ")
+    assert "test_rerun.py::TestRerunCPU::test_mismatch_cpu_float32 --device cpu" in command
+    # "python" as in the environment the runs were made in (this interpreter's).
+    bin_dir = Path(sys.executable).parent
+    alone = pytester.run("bash", "-c", f'PATH="{bin_dir}:$PATH"; {command}')
+    assert alone.ret == 1 and "1 failed" in alone.stdout.str()
+
     # Nothing matches: a clear error, no run written.
     assert main([*common, "--rerun", "base", "--where", "outcome=crashed"]) == 2
     assert "no test of base matches outcome=crashed" in capsys.readouterr().err
