@@ -41,7 +41,15 @@ def register(subparsers: Any) -> None:
 
     update = commands.add_parser("update", help="add a run's unexpected failures, mark passes")
     _common(update)
-    update.add_argument("--from", dest="run", type=Path, required=True, metavar="RUN_DIR")
+    update.add_argument(
+        "--from",
+        dest="run",
+        type=Path,
+        action="append",
+        required=True,
+        metavar="RUN_DIR",
+        help="a run (repeatable: runs that together cover the suite, e.g. every selection)",
+    )
     update.add_argument(
         "--to",
         type=Path,
@@ -185,13 +193,16 @@ def _date(text: str) -> dt.date:
 def _context(args: argparse.Namespace) -> tuple[Skiplist, list[Path], RunFacts | None]:
     """The skiplist the arguments name, and the run when one is given."""
     runs = getattr(args, "run", None)
-    if isinstance(runs, list):  # lint and sweep take several runs that together cover a suite
-        facts = merge_facts([read_run_facts(run) for run in runs]) if runs else None
-    elif runs and getattr(args, "amend", None):
+    amend = getattr(args, "amend", None)
+    if amend:
+        if not isinstance(runs, list) or len(runs) != 1:
+            raise ConfigError("amends one base run: give one --from RUN", where="--amend")
         from conformance.store import read_amended
         from skiplists.runs import facts_from_frame
 
-        facts = facts_from_frame(*read_amended(runs, args.amend))
+        facts = facts_from_frame(*read_amended(runs[0], amend))
+    elif isinstance(runs, list):  # several runs that together cover a suite
+        facts = merge_facts([read_run_facts(run) for run in runs]) if runs else None
     else:
         facts = read_run_facts(runs) if runs else None
     backend = args.backend or (facts.meta.backend if facts else "")

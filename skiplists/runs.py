@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -61,7 +62,10 @@ def merge_facts(runs: Sequence[RunFacts]) -> RunFacts:
     all records."""
     identities = {i.test_id: i for facts in runs for i in facts.identities}
     records = [r for facts in runs for r in facts.records]
-    return RunFacts(meta=runs[0].meta, identities=list(identities.values()), records=records)
+    meta = runs[0].meta
+    if len(runs) > 1:  # name them all where the facts are reported ("run a, b")
+        meta = dataclasses.replace(meta, run_id=", ".join(f.meta.run_id for f in runs))
+    return RunFacts(meta=meta, identities=list(identities.values()), records=records)
 
 
 def facts_from_frame(meta: RunMeta, frame: Any) -> RunFacts:

@@ -111,10 +111,14 @@ class PassingEntry:
 
 @dataclass
 class StaleCause:
-    """A cause entry to remove: it explained no failure, or its overload is lowered now."""
+    """A cause entry to remove: it explained no failure, or its overload is lowered now.
+    ``lowered`` tells the two apart: a lowering is marked in the file (or pruned); an entry
+    that merely explained nothing in the runs given is only pruned, never marked, since
+    runs that cover part of the suite say little about it."""
 
     entry: SkipEntry
     why: str
+    lowered: bool = False
 
 
 @dataclass
@@ -126,6 +130,11 @@ class UpdatePlan:
     stale: list[StaleCause] = field(default_factory=list)
     #: Tests each cause entry explained in the runs (failures, or xfails it applied to).
     explained: dict[str, int] = field(default_factory=dict)
+
+
+def _runs(run_ids: str) -> str:
+    """``run X`` for one run, ``runs X, Y`` for runs merged into one set of facts."""
+    return f"{'runs' if ', ' in run_ids else 'run'} {run_ids}"
 
 
 def _file_suite(path: Path) -> str:
@@ -194,7 +203,7 @@ def plan_update(
         suites = {str(r.get("suite") or "") for r in records} - {""}
         plan.additions.append(
             {
-                COMMENT: f"{len(tests)} tests in {len(templates)} templates in run {plan.run_id}",
+                COMMENT: f"{len(tests)} tests in {len(templates)} templates in {_runs(plan.run_id)}",
                 "cause": detail,
                 "suite": suites.pop() if len(suites) == 1 else "",
                 "reason": _reason(category, detail, records[0], backend),
@@ -244,11 +253,13 @@ def _stale_causes(
     for entry in skiplist.causes:
         status = lowered.get(entry.detail) if entry.category == "missing_lowering" else None
         if status:
-            stale.append(StaleCause(entry, f"{entry.detail} has a lowering now ({status})"))
+            stale.append(
+                StaleCause(entry, f"{entry.detail} has a lowering now ({status})", lowered=True)
+            )
         elif not explained.get(entry.where) and any(
             entry.selector.matches(identity) for identity in facts.identities
         ):
-            stale.append(StaleCause(entry, f"explained no failure in run {facts.meta.run_id}"))
+            stale.append(StaleCause(entry, f"explained no failure in {_runs(facts.meta.run_id)}"))
     return stale
 
 
@@ -267,11 +278,10 @@ def apply_plan(
         return files[key]
 
     for stale in plan.stale:
-        editor = text_of(stale.entry.path)
         if prune:
-            editor.remove(stale.entry.index)
-        else:
-            editor.mark(stale.entry.index, f"{stale.why} ({today})")
+            text_of(stale.entry.path).remove(stale.entry.index)
+        elif stale.lowered:
+            text_of(stale.entry.path).mark(stale.entry.index, f"{stale.why} ({today})")
     for stat in plan.passing:
         entry = stat.entry
         editor = text_of(entry.path)
@@ -292,7 +302,7 @@ def apply_plan(
             {k: v for k, v in entry.items() if not (k == "suite" and v == scope)}
             for entry in plan.additions
         ]
-        editor.append(additions, f"added from run {plan.run_id} on {today}")
+        editor.append(additions, f"added from {_runs(plan.run_id)} on {today}")
     result = {}
     for path, editor in files.items():
         old = path.read_text(encoding="utf-8") if path.exists() else ""

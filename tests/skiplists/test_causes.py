@@ -241,6 +241,8 @@ def test_update_prunes_a_cause_entry_that_explained_no_failure(tmp_path: Path, c
     out = capsys.readouterr()
     assert "emu.toml:8: cause aten::digamma.out: explained no failure in run run" in out.err
     assert "test_linalg" not in out.err  # the run holds none of its tests: no verdict
+    # Without --prune it is only said: a run of part of the suite says little of an entry.
+    assert "explained no failure" not in out.out
     assert skiplist_cli("update", "--from", tmp_path / "run", *common, "--prune") == 0
     kept = skiplists.load([target], backend="emu", torch_version="2.13.0")
     reasons = [e.reason for e in kept.causes]
@@ -363,3 +365,22 @@ def test_sweep_reruns_what_a_cause_entry_explained_and_proposes_it_for_removal_o
     # and the entry naming test_fixed, which passed (a strict xpass) in the run already
     assert '-test_id = "test_cause.py::TestCause::test_fixed"' in out
     assert "2 cause entr(y/ies) whose tests no longer fail of it" in sweep.stderr.str()
+
+
+def test_update_takes_runs_that_together_cover_the_suite(tmp_path: Path, capsys):
+    write_run(tmp_path / "a", ROWS[:5])  # the lgamma failures
+    write_run(tmp_path / "b", ROWS[5:])  # the others
+    target = tmp_path / "emu.toml"
+    target.write_text('[skiplist]\nsuite = "embedded"\n')
+    runs = ("--from", tmp_path / "a", "--from", tmp_path / "b")
+    assert (
+        skiplist_cli("update", *runs, "--backend", "emu", "--skiplist", target, "--to", target) == 0
+    )
+    text = target.read_text()
+    assert "# 5 tests in 2 templates in runs a, b" in text and "# added from runs a, b on" in text
+    assert [
+        c.cause for c in skiplists.load([target], backend="emu", torch_version="2.13.0").causes
+    ] == [
+        "aten::lgamma.out",
+        "forward_ad",
+    ]
