@@ -132,6 +132,10 @@ class UpdatePlan:
     explained: dict[str, int] = field(default_factory=dict)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def _runs(run_ids: str) -> str:
     """``run X`` for one run, ``runs X, Y`` for runs merged into one set of facts."""
     return f"{'runs' if ', ' in run_ids else 'run'} {run_ids}"
@@ -207,7 +211,8 @@ def plan_update(
         suites = {str(r.get("suite") or "") for r in records} - {""}
         plan.additions.append(
             {
-                COMMENT: f"{len(tests)} tests in {len(templates)} templates in {_runs(plan.run_id)}",
+                COMMENT: f"{_count(len(tests), 'test')} in {_count(len(templates), 'template')} "
+                f"in {_runs(plan.run_id)}",
                 "cause": detail,
                 "suite": suites.pop() if len(suites) == 1 else "",
                 "reason": _reason(category, detail, records[0], backend),

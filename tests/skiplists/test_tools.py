@@ -230,7 +230,7 @@ def test_update_adds_failures_and_marks_passes_keeping_comments(files: tuple[Pat
         "aten::cummax.out",
     )
     assert cummax.selector.suite == "upstream" and not cummax.selector.test_ids
-    assert "# 2 tests in 1 templates in run run-1\n" in text
+    assert "# 2 tests in 1 template in run run-1\n" in text
     assert cummax.reason == "aten::cummax.out has no lowering on emu"
     assert cummax.review is not None and cummax.review > dt.date.today()
     crash = added[("test_ops.py::TestCommon::test_sort_float32",)]
