@@ -92,6 +92,7 @@ class Skiplist:
             tuple[str, str], list[tuple[SkipEntry, Callable[[TestIdentity], bool] | None]]
         ] = {}
         self._cause_named: dict[str, SkipEntry] = {}
+        self._cause_entries = tuple(entry for entry in self.entries if entry.is_cause)
         self._build_indexes()
 
     def __len__(self) -> int:
@@ -161,8 +162,8 @@ class Skiplist:
 
     @property
     def causes(self) -> tuple[SkipEntry, ...]:
-        """The cause entries, in file order."""
-        return tuple(entry for entry in self.entries if entry.is_cause)
+        """The cause entries, in file order (built once: the agent asks per test)."""
+        return self._cause_entries
 
     def match_cause(self, identity: TestIdentity, category: str, detail: str) -> SkipEntry | None:
         """The cause entry that explains a failure the classifier read as ``(category,
