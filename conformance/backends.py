@@ -30,7 +30,14 @@ from typing import Any
 
 from conformance.errors import ConfigError
 
-__all__ = ["Backend", "describe_backend", "load_backend", "registered_backend_name", "torch_build"]
+__all__ = [
+    "Backend",
+    "backend_package_name",
+    "describe_backend",
+    "load_backend",
+    "registered_backend_name",
+    "torch_build",
+]
 
 _ENTRY_POINT_GROUP = "torch.backends"
 #: Optional functions a backend package may offer (docs/architecture.md).
@@ -235,6 +242,15 @@ def describe_backend(device_type: str, module_name: str | None = None) -> Backen
     return Backend(
         name=device_type, module=None, version=version, device_names=(device_type, "privateuse1")
     )
+
+
+def backend_package_name(device_type: str) -> str:
+    """The top-level package of the installed backend for ``device_type``, found from its
+    ``torch.backends`` entry point without importing it; ConfigError when none is installed."""
+    entry_point = _entry_point_for(device_type, registered=False)
+    if entry_point is None:
+        raise ConfigError(f"no installed backend provides device {device_type!r}", where="--device")
+    return entry_point.module.partition(".")[0]
 
 
 def torch_build() -> tuple[str, str]:

@@ -40,7 +40,10 @@ __all__ = [
 #      ``rootdir`` (pytest's, which nodeids are relative to) and ``env`` (the environment
 #      the harness set for the tests: the embedded selection, the device filter), so a test
 #      can be rerun alone. Records are unchanged: version 2 runs read as they are.
-FORMAT_VERSION = 3
+#   4: records gain ``sample_index``: the index of the OpInfo sample (or ModuleInfo input)
+#      a failing test failed on, where the test exposes it, else -1. Runs of versions 2
+#      and 3 read with -1 (store.read_run fills a column a run does not have).
+FORMAT_VERSION = 4
 #: The first version whose records read as they are; older runs' records are upgraded.
 RECORD_FORMAT = 2
 
@@ -149,6 +152,7 @@ class ResultRecord:
     worker: str = ""
     shard: str = ""  # "k/N", or "" when the run is not sharded
     rerun: int = 0
+    sample_index: int = -1  # the failing sample's index, where the test exposes it
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

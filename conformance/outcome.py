@@ -222,6 +222,7 @@ class OutcomeMerger:
             ops_fallback=list(properties.get("ops_fallback", ()) or ()),
             worker=worker,
             shard=self.shard,
+            sample_index=_sample_index(partial),
         )
 
     def _categorize(self, partial: _Partial) -> tuple[str, str]:
@@ -248,6 +249,16 @@ class OutcomeMerger:
         if isinstance(failure, dict) and failure.get("when") == partial.when:
             return str(failure.get("category", "other")), str(failure.get("detail", ""))
         return self._classify_failure(None, partial.message)
+
+
+def _sample_index(partial: _Partial) -> int:
+    """The failing sample's index, from the failure of the phase that decided the outcome."""
+    failure = partial.properties.get("failure")
+    if partial.outcome == "passed" or not isinstance(failure, dict):
+        return -1
+    if failure.get("when") != partial.when:
+        return -1
+    return int(failure.get("sample_index", -1))
 
 
 def _properties(report: Any) -> dict[str, Any]:

@@ -51,7 +51,7 @@ class Rerun:
 
     test_ids: list[str]
     files: list[str]  # the test files (as test_ids name them) that hold them
-    amends: str  # run_id of the first run given (the base run)
+    amends: str  # the base run: the first run given, or the base that run amends
     suite: str  # the base run's suite
     where: list[str] = field(default_factory=list)
 
@@ -124,7 +124,8 @@ def select_rerun(run_dirs: Sequence[str | Path], where_specs: Sequence[str]) -> 
     return Rerun(
         test_ids=sorted(chosen["test_id"]),
         files=sorted(set(chosen["file"])),
-        amends=metas[0].run_id,
+        # A rerun of a rerun amends the same base run, so one amended view holds them all.
+        amends=metas[0].amends or metas[0].run_id,
         suite=metas[0].suite,
         where=list(where_specs),
     )

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from conformance.errors import ConfigError, ConformanceError
 from conformance.model import (
     EMBEDDED_NAMESPACE,
+    FORMAT_VERSION,
     RECORD_COLUMNS,
     RECORD_FORMAT,
     ResultRecord,
@@ -45,6 +46,7 @@ __all__ = [
     "list_runs",
     "new_run_id",
     "read_amended",
+    "read_as_amended",
     "read_meta",
     "read_records",
     "read_run",
@@ -59,7 +61,9 @@ LATEST_NAME = "latest"
 
 _LIST_COLUMNS = ("ops_dispatched", "ops_fallback")
 _FLOAT_COLUMNS = ("duration_s",)
-_INT_COLUMNS = ("rerun",)
+_INT_COLUMNS = ("rerun", "sample_index")
+#: Every record field's default, for runs written before the field existed.
+_DEFAULTS = ResultRecord(run_id="", nodeid="", test_id="", file="").to_dict()
 
 
 def utc_now() -> str:
@@ -173,6 +177,9 @@ def read_records(
     if records and "suite" not in records[0]:
         upgrade = _v1_upgrade(meta or read_meta(run_dir))
         records = [upgrade(record) for record in records]
+    missing = {k: v for k, v in _DEFAULTS.items() if records and k not in records[0]}
+    if missing:  # fields newer than the run: their defaults
+        records = [{**missing, **record} for record in records]
     return records
 
 
@@ -203,6 +210,22 @@ def _read_parquet_table(parquet: Path, columns: list[str] | None = None) -> pyar
         raise ConformanceError(f"{parquet}: unreadable outcomes: {exc}") from None
 
 
+def _parquet_columns(parquet: Path) -> list[str]:
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_schema(parquet).names
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise ConformanceError(f"{parquet}: unreadable outcomes: {exc}") from None
+
+
+def _constant_column(name: str, rows: int) -> pyarrow.Array:
+    import pyarrow as pa
+
+    kind = _arrow_schema().field(name).type
+    return pa.array([_DEFAULTS[name]] * rows, type=kind)
+
+
 def read_run(
     run_dir: str | os.PathLike[str], columns: Sequence[str] | None = None
 ) -> tuple[RunMeta, pandas.DataFrame]:
@@ -227,7 +250,12 @@ def read_run(
             frame[name] = frame[name].map(lambda ops: [] if ops is None else list(ops))
     elif parquet.exists():
         # Arrow builds the columns directly: an order of magnitude faster than records.
-        table = _read_parquet_table(parquet, names)
+        # Fields newer than the run are not in its file: they read as their defaults.
+        present = set(_parquet_columns(parquet)) if meta.format_version < FORMAT_VERSION else None
+        table = _read_parquet_table(parquet, [n for n in names if present is None or n in present])
+        for name in names:
+            if name not in table.column_names:
+                table = table.append_column(name, _constant_column(name, table.num_rows))
         lists = {n: table.column(n).to_pylist() for n in _LIST_COLUMNS if n in names}
         frame = table.drop_columns(list(lists)).to_pandas()
         for name, values in lists.items():  # Python lists straight from Arrow, no per-row map
@@ -272,6 +300,32 @@ def read_amended(
     amended = pandas.concat(frames, ignore_index=True)
     amended = amended.drop_duplicates("test_id", keep="last").reset_index(drop=True)
     return meta, amended
+
+
+def read_as_amended(
+    run_dir: str | os.PathLike[str], columns: Sequence[str] | None = None
+) -> tuple[RunMeta, pandas.DataFrame]:
+    """A run as the whole picture it belongs to: a run of its own as it is; a rerun as its
+    base run amended by every rerun of that base up to and including this one (by start
+    time), with the rerun's metadata. The base is looked up beside the rerun."""
+    run_dir = Path(run_dir)
+    meta = read_meta(run_dir)
+    if not meta.amends:
+        return read_run(run_dir, columns)
+    root = run_dir.parent
+    base_dir = root / meta.amends
+    if not (base_dir / META_NAME).is_file():
+        raise ConfigError(
+            f"the run it amends, {meta.amends}, is not beside it in {root}", where=str(run_dir)
+        )
+    mine = (meta.start_time, meta.run_id)
+    reruns = [
+        root / other.run_id
+        for other in list_runs(root)
+        if other.amends == meta.amends and (other.start_time, other.run_id) <= mine
+    ]
+    _, frame = read_amended(base_dir, reruns, columns)
+    return meta, frame
 
 
 def list_runs(root: str | os.PathLike[str]) -> list[RunMeta]:
@@ -365,7 +419,7 @@ def _write_parquet(path: Path, records: Iterable[dict[str, Any]]) -> None:
     import pyarrow.parquet as pq
 
     schema = _arrow_schema()
-    defaults = ResultRecord(run_id="", nodeid="", test_id="", file="").to_dict()
+    defaults = _DEFAULTS
     lines = [
         json.dumps({name: record.get(name, defaults[name]) for name in RECORD_COLUMNS}) + "\n"
         for record in records

@@ -213,9 +213,11 @@ class TestRunAgent:
             (pytest.skip.Exception, unittest.SkipTest)
         ):
             category, detail = _classify(excinfo.value)
-            report.user_properties.append(
-                ("failure", {"when": call.when, "category": category, "detail": detail})
-            )
+            failure = {"when": call.when, "category": category, "detail": detail}
+            sample = _failing_sample(excinfo.value)
+            if sample is not None:
+                failure["sample_index"] = sample
+            report.user_properties.append(("failure", failure))
             if report.failed and call.when in ("setup", "call"):
                 self._expect_by_cause(item, report, category, detail)
         elif call.when == "call" and report.passed:
@@ -285,6 +287,12 @@ def _classify(exc: BaseException) -> tuple[str, str]:
         return "known_bug", "upstream expectedFailure"
     text = f"{type(exc).__name__}: {exc}"
     return classify_failure(exc, text)
+
+
+def _failing_sample(exc: BaseException) -> int | None:
+    from conformance.classify import failing_sample
+
+    return failing_sample(exc)
 
 
 def _trace_ops(device_type: str) -> Any:

@@ -78,7 +78,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     tri.set_defaults(handler=_triage)
 
-    dif = commands.add_parser("diff", help="ops gained and lost between two runs or snapshots")
+    dif = commands.add_parser(
+        "diff",
+        help="ops gained and lost between two runs or snapshots",
+        description="Ops gained and lost between two runs (their op_coverage.json) or snapshot "
+        "files, and with runs the tests unblocked. A rerun (--rerun) stands for its base run "
+        "amended by it, so `diff BASE RERUN` shows what a fix and its rerun gained.",
+    )
     dif.add_argument("a", metavar="A")
     dif.add_argument("b", metavar="B")
     dif.add_argument("--runs-root", default="runs")
@@ -133,7 +139,7 @@ def _table(args: argparse.Namespace) -> int:
 
 
 def _snapshot(args: argparse.Namespace) -> int:
-    from conformance.store import read_run
+    from conformance.store import read_as_amended
     from op_coverage.render import format_snapshot
     from op_coverage.snapshot import read_snapshot, save_snapshot, snapshot, write_snapshot
 
@@ -146,7 +152,7 @@ def _snapshot(args: argparse.Namespace) -> int:
         data = snapshot(args.device, opinfo=opinfo, module_name=args.backend_module)
         path = save_snapshot(data, args.out)
     elif args.out:
-        meta, records = read_run(_run_dir(args.run, args.runs_root))
+        meta, records = read_as_amended(_run_dir(args.run, args.runs_root))
         data = snapshot(meta.backend, records, meta, opinfo=opinfo, module_name=args.backend_module)
         path = save_snapshot(data, args.out)
     else:
@@ -203,14 +209,15 @@ def _triage(args: argparse.Namespace) -> int:
 
 
 def _side(ref: str, root: str) -> tuple[dict[str, Any], Any]:
-    from conformance.store import read_run
+    from conformance.store import read_as_amended
     from op_coverage.snapshot import read_snapshot
 
     path = Path(ref)
     if path.is_file():
         return read_snapshot(path), None
     run_dir = _run_dir(ref, root)
-    return read_snapshot(run_dir), read_run(run_dir)[1]
+    # A rerun stands for its base run amended by it, as its snapshot does.
+    return read_snapshot(run_dir), read_as_amended(run_dir)[1]
 
 
 def _diff(args: argparse.Namespace) -> int:

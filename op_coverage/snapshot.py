@@ -179,11 +179,14 @@ def write_snapshot(
     module_name: str | None = None,
 ) -> Path:
     """Build the snapshot of a run (its backend is the run's ``meta.backend``, loaded in this
-    process, from ``module_name`` when given, unless ``static`` is given) and write ``<run_dir>/op_coverage.json``; returns
-    the path. The file is replaced atomically."""
-    from conformance.store import read_run
+    process, from ``module_name`` when given, unless ``static`` is given) and write
+    ``<run_dir>/op_coverage.json``; returns the path. The file is replaced atomically.
 
-    meta, records = read_run(run_dir)
+    A rerun's snapshot counts the tests of its base run amended by it (and the base's
+    earlier reruns): the coverage as it stands after the rerun, not of its few tests."""
+    from conformance.store import read_as_amended
+
+    meta, records = read_as_amended(run_dir)
     if not meta.backend:
         raise ConfigError("run has no backend in meta.json", where=str(run_dir))
     data = snapshot(

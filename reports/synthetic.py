@@ -190,6 +190,7 @@ def synthetic_run(
                 "worker": f"gw{i % 2}",
                 "shard": "",
                 "rerun": 1 if category == "flaky" else 0,
+                "sample_index": int(u[4] * 12) if outcome in ("failed", "error") else -1,
             }
         )
     frame = pandas.DataFrame.from_records(rows, columns=list(RECORD_COLUMNS))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from conformance.embedded.selection import max_samples
 
 __all__ = [
+    "SAMPLE_INDEX_ENV",
     "SEED",
     "backward_grads",
     "call",
@@ -25,6 +27,7 @@ __all__ = [
     "device_tensors",
     "error_inputs",
     "grad_inputs",
+    "indexed",
     "noting",
     "tensor_outputs",
     "to_cpu",
@@ -63,13 +66,29 @@ def error_inputs(op, device: str):
     return list(op.error_inputs_func(op, device))
 
 
+#: Upstream's switch to run one sample of an OpInfo test alone; the templates honour it.
+SAMPLE_INDEX_ENV = "PYTORCH_OPINFO_SAMPLE_INPUT_INDEX"
+
+
+def indexed(samples) -> Iterator[tuple[int, Any]]:
+    """``(index, sample)`` for each sample, or only the one :data:`SAMPLE_INDEX_ENV` names
+    (indices stay those of the whole list, so a recorded index runs its sample alone)."""
+    only = os.environ.get(SAMPLE_INDEX_ENV, "").strip()
+    for index, sample in enumerate(samples):
+        if not only or index == int(only):
+            yield index, sample
+
+
 @contextlib.contextmanager
-def noting(index: int, sample) -> Iterator[None]:
-    """Adds the failing sample's index and summary to any exception, keeping its type."""
+def noting(index: int, sample, kind: str = "sample") -> Iterator[None]:
+    """Adds the failing sample's index and summary to any exception, keeping its type.
+
+    The note (``while testing sample 3: ...``) is how the harness records the index."""
     try:
         yield
     except Exception as exc:
-        exc.add_note(f"while testing sample {index}: {sample.summary()}")
+        summary = sample.summary() if hasattr(sample, "summary") else str(sample)
+        exc.add_note(f"while testing {kind} {index}: {summary}")
         raise
 
 

@@ -22,7 +22,7 @@ from torch.testing._internal.common_modules import modules
 from torch.testing._internal.common_utils import TestCase, run_tests
 from torch.utils._pytree import tree_map
 
-from conformance.embedded._samples import SEED, tensor_outputs, to_cpu
+from conformance.embedded._samples import SEED, indexed, noting, tensor_outputs, to_cpu
 from conformance.embedded.selection import dtypes_for, max_samples, select_modules
 
 
@@ -87,32 +87,37 @@ class TestModule(TestCase):
     @modules(select_modules(), allowed_dtypes=dtypes_for("test_forward")["allowed_dtypes"])
     def test_forward(self, device, dtype, module_info, training):
         """The module's forward on the device equals the CPU's, outputs on the device."""
-        for module_input in _module_inputs(module_info, dtype, training, requires_grad=False):
-            cpu_module, dev_module = _module_pair(
-                module_info, module_input, dtype, training, device
-            )
-            with torch.no_grad():
-                expected, _, _ = _forward(cpu_module, module_input.forward_input, "cpu")
-                actual, _, _ = _forward(dev_module, module_input.forward_input, device)
-            for t in tensor_outputs(actual):
-                self.assertEqual(t.device.type, torch.device(device).type, msg="output device")
-            self.assertEqual(to_cpu(actual), expected, msg=module_input.desc)
+        inputs = _module_inputs(module_info, dtype, training, requires_grad=False)
+        for index, module_input in indexed(inputs):
+            with noting(index, module_input.desc, "module input"):
+                cpu_module, dev_module = _module_pair(
+                    module_info, module_input, dtype, training, device
+                )
+                with torch.no_grad():
+                    expected, _, _ = _forward(cpu_module, module_input.forward_input, "cpu")
+                    actual, _, _ = _forward(dev_module, module_input.forward_input, device)
+                for t in tensor_outputs(actual):
+                    self.assertEqual(t.device.type, torch.device(device).type, msg="output device")
+                self.assertEqual(to_cpu(actual), expected, msg=module_input.desc)
 
     @modules(select_modules(), allowed_dtypes=dtypes_for("test_cpu_gpu_parity")["allowed_dtypes"])
     def test_cpu_gpu_parity(self, device, dtype, module_info, training):
         """Forward results and the grads of inputs and parameters equal the CPU's."""
-        for module_input in _module_inputs(module_info, dtype, training, requires_grad=True):
-            cpu_module, dev_module = _module_pair(
-                module_info, module_input, dtype, training, device
-            )
-            expected, cpu_args, cpu_kwargs = _forward(cpu_module, module_input.forward_input, "cpu")
-            actual, dev_args, dev_kwargs = _forward(dev_module, module_input.forward_input, device)
-            self.assertEqual(to_cpu(actual), to_cpu(expected), msg=module_input.desc)
-            self.assertEqual(
-                _grads(dev_module, actual, dev_args, dev_kwargs),
-                _grads(cpu_module, expected, cpu_args, cpu_kwargs),
-                msg=f"grads, {module_input.desc}",
-            )
+        inputs = _module_inputs(module_info, dtype, training, requires_grad=True)
+        for index, module_input in indexed(inputs):
+            with noting(index, module_input.desc, "module input"):
+                cpu_module, dev_module = _module_pair(
+                    module_info, module_input, dtype, training, device
+                )
+                forward = module_input.forward_input
+                expected, cpu_args, cpu_kwargs = _forward(cpu_module, forward, "cpu")
+                actual, dev_args, dev_kwargs = _forward(dev_module, forward, device)
+                self.assertEqual(to_cpu(actual), to_cpu(expected), msg=module_input.desc)
+                self.assertEqual(
+                    _grads(dev_module, actual, dev_args, dev_kwargs),
+                    _grads(cpu_module, expected, cpu_args, cpu_kwargs),
+                    msg=f"grads, {module_input.desc}",
+                )
 
 
 instantiate_device_type_tests(TestModule, globals())

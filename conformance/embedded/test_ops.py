@@ -33,6 +33,7 @@ from conformance.embedded._samples import (
     device_tensors,
     error_inputs,
     grad_inputs,
+    indexed,
     noting,
     tensor_outputs,
     to_cpu,
@@ -196,7 +197,7 @@ class TestCommon(TestCase):
         # The full selection adds the OpInfo's reference inputs (larger, edge-case values).
         reference = current_selection() == "full"
         compared = 0
-        for index, sample in enumerate(cpu_samples(op, dtype, reference=reference)):
+        for index, sample in indexed(cpu_samples(op, dtype, reference=reference)):
             with noting(index, sample):
                 try:
                     expected = sample.output_process_fn_grad(call(op, sample))
@@ -228,7 +229,7 @@ class TestCommon(TestCase):
         so only with the keyword must a mismatching out be rejected.
         """
         returns_out = not _out_returns_nothing(op)
-        for index, cpu_sample in enumerate(cpu_samples(op, dtype)):
+        for index, cpu_sample in indexed(cpu_samples(op, dtype)):
             with noting(index, cpu_sample):
                 sample = to_device(cpu_sample, device)
                 expected = _outputs_for_out(call(op, sample))
@@ -300,7 +301,7 @@ class TestCommon(TestCase):
     @ops(_ops_for("test_out_warning"), **dtypes_for("test_out_warning"))
     def test_out_warning(self, device, dtype, op):
         """Resizing a non-empty ``out=`` warns and still gives the result."""
-        for index, cpu_sample in enumerate(cpu_samples(op, dtype)):
+        for index, cpu_sample in indexed(cpu_samples(op, dtype)):
             with noting(index, cpu_sample):
                 sample = to_device(cpu_sample, device)
                 expected = _outputs_for_out(call(op, sample))
@@ -319,7 +320,7 @@ class TestCommon(TestCase):
     def test_variant_consistency_eager(self, device, dtype, op):
         """Method, operator and in-place variants agree with the function, values and grads."""
         requires_grad = _backward_claimed(op, dtype, device)
-        for index, cpu_sample in enumerate(cpu_samples(op, dtype, requires_grad=requires_grad)):
+        for index, cpu_sample in indexed(cpu_samples(op, dtype, requires_grad=requires_grad)):
             with noting(index, cpu_sample):
                 sample = to_device(cpu_sample, device)
                 expected = call(op, sample)
@@ -361,7 +362,7 @@ class TestCommon(TestCase):
     def test_noncontiguous_samples(self, device, dtype, op):
         """Non-contiguous (strided) inputs give the results and grads contiguous ones give."""
         requires_grad = _backward_claimed(op, dtype, device)
-        for index, cpu_sample in enumerate(cpu_samples(op, dtype, requires_grad=requires_grad)):
+        for index, cpu_sample in indexed(cpu_samples(op, dtype, requires_grad=requires_grad)):
             with noting(index, cpu_sample):
                 sample = to_device(cpu_sample, device)
                 strided = sample.noncontiguous()
@@ -427,9 +428,12 @@ class TestCommon(TestCase):
     @ops(_ops_for("test_errors"), **dtypes_for("test_errors"))
     def test_errors(self, device, op):
         """Each of the OpInfo's error inputs raises its documented exception and message."""
-        for index, error in enumerate(error_inputs(op, device)):
+        for index, error in indexed(error_inputs(op, device)):
             sample = error.sample_input
-            with noting(index, sample), self.assertRaisesRegex(error.error_type, error.error_regex):
+            with (
+                noting(index, sample, "error input"),
+                self.assertRaisesRegex(error.error_type, error.error_regex),
+            ):
                 result = op(sample.input, *sample.args, **sample.kwargs)
                 if result is NotImplemented:
                     # Python's binary-operator protocol: a reflected method such as

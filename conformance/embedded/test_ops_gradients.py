@@ -27,6 +27,7 @@ from conformance.embedded._samples import (
     backward_grads,
     call,
     cpu_samples,
+    indexed,
     noting,
     to_device,
 )
@@ -39,7 +40,7 @@ class TestCompareCpuGradients(TestCase):
     @ops(select_ops("test_fn_grad_compare_cpu"), **dtypes_for("test_fn_grad_compare_cpu"))
     def test_fn_grad_compare_cpu(self, device, dtype, op):
         """The gradient on the device equals the CPU's for the same samples and cotangents."""
-        for index, cpu_sample in enumerate(cpu_samples(op, dtype, requires_grad=True)):
+        for index, cpu_sample in indexed(cpu_samples(op, dtype, requires_grad=True)):
             with noting(index, cpu_sample):
                 # The reference too runs on a copy. Some samples hold a view of another
                 # tensor made outside autograd (istft's window[:8]), and autograd gives
@@ -57,7 +58,7 @@ class TestFwdGradients(TestCase):
     @ops(select_ops("test_forward_mode_AD"), **dtypes_for("test_forward_mode_AD"))
     def test_forward_mode_AD(self, device, dtype, op):
         """Forward-mode derivatives on the device pass gradcheck against finite differences."""
-        for index, cpu_sample in enumerate(cpu_samples(op, dtype, requires_grad=True)):
+        for index, cpu_sample in indexed(cpu_samples(op, dtype, requires_grad=True)):
             with noting(index, cpu_sample):
                 sample = to_device(cpu_sample, device)
                 leaves, spec = tree_flatten((sample.input, sample.args, sample.kwargs))

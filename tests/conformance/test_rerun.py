@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas  # noqa: F401 (loaded before pytester, whose module snapshot would drop it)
 import pyarrow.parquet  # noqa: F401
 import pytest
+import torch  # noqa: F401 (likewise: torch cannot be imported a second time in a process)
 
 from conformance.cli import main
 from conformance.errors import ConfigError
@@ -79,7 +80,9 @@ def test_a_rerun_runs_exactly_the_selected_tests_and_leaves_the_base_run_alone(
     )
     out = capsys.readouterr().out
     assert "in run base on cpu: failed (numerical_mismatch values)" in out
-    command = out.splitlines()[-1].strip()
+    lines = out.splitlines()
+    command = lines[lines.index("run it alone:") + 1].strip()
+    assert "standalone scripts are written for the embedded suite's tests" in out
     assert command.startswith(f"cd {pytester.path} && ")
     assert "test_rerun.py::TestRerunCPU::test_mismatch_cpu_float32 --device cpu" in command
     # "python" as in the environment the runs were made in (this interpreter's).
