@@ -16,7 +16,10 @@ filtered by every ``--where KEY=VALUE`` (values separated by commas are alternat
 ``test_id``
     a regular expression the whole test_id must match.
 
-The rerun is a run of its own in the store; its metadata names the run it amends.
+The rerun is a run of its own in the store; its metadata names the run it amends. A rerun
+given to ``--rerun`` stands for its base run amended by it (the latest outcome of each test),
+and a rerun of it amends the same base, so the loop "lower, rerun, lower the next" keeps one
+base run and a list of reruns that amend it.
 """
 
 from __future__ import annotations
@@ -84,7 +87,7 @@ def select_rerun(run_dirs: Sequence[str | Path], where_specs: Sequence[str]) -> 
     """The tests of the runs' records that every filter selects (ConfigError when none)."""
     import pandas
 
-    from conformance.store import read_run
+    from conformance.store import read_as_amended
     from op_coverage.triage import blocked_tests
 
     if not run_dirs:
@@ -92,7 +95,8 @@ def select_rerun(run_dirs: Sequence[str | Path], where_specs: Sequence[str]) -> 
     where = parse_where(where_specs)
     frames, metas = [], []
     for run_dir in run_dirs:
-        meta, frame = read_run(run_dir)
+        # A rerun stands for its base run amended by it: the latest outcome of every test.
+        meta, frame = read_as_amended(run_dir)
         metas.append(meta)
         frames.append(frame)
     records = pandas.concat(frames, ignore_index=True).drop_duplicates("test_id", keep="last")

@@ -7,13 +7,14 @@ the :class:`ReportModel` and never read a run themselves.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from conformance import __version__
 from conformance.model import RunMeta
+from conformance.store import read_meta
 from reports.compare import BaselineView, DiffView, build_baseline, build_diff
 from reports.entries import EntryRow, build_entries
 from reports.loading import OpCoverage, load_op_coverage, load_run
@@ -59,6 +60,7 @@ class ReportModel:
     baseline: BaselineView | None = None
     diff: DiffView | None = None
     trends: Trends | None = None
+    amended_by: list[str] = field(default_factory=list)  # reruns whose outcomes it shows
 
 
 def model_from_frame(
@@ -116,11 +118,13 @@ def build_model(
         if history_root
         else None
     )
-    return model_from_frame(
-        meta,
-        frame,
-        coverage=load_op_coverage(run_dir),
-        baseline=baseline,
-        before=before,
-        trends=trends,
+    # A rerun's snapshot counts the base run amended by it: the latest rerun that has one
+    # describes the amended view; the base run's own describes the run before them.
+    coverage = next(
+        (c for c in map(load_op_coverage, reversed(amend)) if c is not None), None
+    ) or load_op_coverage(run_dir)
+    model = model_from_frame(
+        meta, frame, coverage=coverage, baseline=baseline, before=before, trends=trends
     )
+    model.amended_by = [read_meta(rerun).run_id for rerun in amend]
+    return model

@@ -90,6 +90,7 @@ class _Writer:
             meta=self.model.meta,
             generated=self.model.generated,
             tool_version=self.model.tool_version,
+            amended_by=self.model.amended_by,
             nav=self.nav,
             page=path,
             root="../" * depth,

@@ -51,6 +51,7 @@ def _meta_block(model: ReportModel) -> dict[str, Any]:
         "version": model.tool_version,
         "generated": model.generated,
         "run": model.meta.to_dict(),
+        "amended_by": list(model.amended_by),
         "baseline_run": model.baseline.meta.run_id if model.baseline else None,
         "compare_run": model.diff.before.run_id if model.diff else None,
         "op_coverage": bool(model.coverage),
@@ -166,6 +167,13 @@ def _code(text: str) -> str:
     return _line(text).replace("`", "'")
 
 
+def _amended(model: ReportModel) -> str:
+    if not model.amended_by:
+        return ""
+    reruns = ", ".join(f"`{_code(run_id)}`" for run_id in model.amended_by)
+    return f" amended by {'rerun' if len(model.amended_by) == 1 else 'reruns'} {reruns}"
+
+
 def markdown_summary(model: ReportModel, *, top: int = 10) -> str:
     """A GitHub-flavoured Markdown summary, under the PR comment size limit."""
     s, meta = model.summary, model.meta
@@ -173,7 +181,8 @@ def markdown_summary(model: ReportModel, *, top: int = 10) -> str:
     lines = [
         f"## Conformance: {meta.backend or 'backend'} on torch {meta.torch_version or '?'}",
         "",
-        f"Run `{meta.run_id}` ({meta.suite or 'suite'}, {meta.mode}): **{t.total:,}** outcomes, "
+        f"Run `{meta.run_id}`{_amended(model)} ({meta.suite or 'suite'}, {meta.mode}): "
+        f"**{t.total:,}** outcomes, "
         f"**{t.n_passed:,}** passed ({t.pass_rate}), of which {s.fallback_passed:,} via CPU "
         f"fallback; **{t.n_failed:,}** failed; **{t.n_skipped:,}** skipped, of which "
         f"{s.missing_lowering_skipped:,} for a missing lowering. "

@@ -13,7 +13,7 @@ import torch  # noqa: F401 (likewise: torch cannot be imported a second time in 
 from conformance.cli import main
 from conformance.errors import ConfigError
 from conformance.rerun import parse_where
-from conformance.store import read_run
+from conformance.store import read_as_amended, read_run
 from op_coverage.triage import blocked_tests
 
 FIXTURE = """
@@ -126,12 +126,34 @@ def test_reports_triage_and_update_show_a_base_run_amended_by_its_reruns(
     summary = json.loads((out / "summary.json").read_text())
     totals = summary["totals"]
     assert (totals["passed"], totals["failed"]) == (3, 2)  # was 1 passed, 4 failed
+    assert summary["meta"]["amended_by"] == ["fix"]
+    assert "Run `base` amended by rerun `fix` (" in (out / "summary.md").read_text()
     assert snapshot(runs / "base") == before  # amended views never rewrite the base run
 
     # A rerun of another run does not amend this one.
     assert main([*common, "--run-id", "other"]) == 1
     assert main(["ops", "triage", str(runs / "base"), "--amend", str(runs / "other")]) == 2
     assert "amends no run, not base" in capsys.readouterr().err
+
+    # The next fix, rerun from the first rerun: it amends the same base, and selects from
+    # the base amended by the first rerun (the two mismatches are all that still fail).
+    path.write_text(path.read_text().replace("torch.zeros(2, device=device)", "torch.ones(2)"))
+    assert main([*common, "--rerun", "fix", "--where", "outcome=failed", "--run-id", "fix2"]) == 0
+    meta, frame = read_run(runs / "fix2")
+    assert meta.amends == "base" and frame["template"].tolist() == ["test_mismatch"] * 2
+    _, whole = read_as_amended(runs / "fix2")
+    assert len(whole) == 5 and set(whole["outcome"]) == {"passed"}
+    # ops diff of the base run and the last rerun: every blocked test unblocked.
+    for run in ("base", "fix2"):
+        assert main(["ops", "snapshot", str(runs / run), "--no-opinfo"]) == 0
+    capsys.readouterr()
+    assert main(["ops", "diff", str(runs / "base"), str(runs / "fix2"), "--json"]) == 0
+    tests = json.loads(capsys.readouterr().out)["tests"]
+    assert tests["unblocked"] == [
+        f"test_rerun.py::TestRerun::test_compress_{d}" for d in ("float32", "float64")
+    ]
+    written = snapshot(runs / "base")
+    assert written.pop("op_coverage.json") and written == before  # the snapshot asked for
 
 
 @pytest.mark.parametrize(

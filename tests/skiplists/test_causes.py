@@ -112,8 +112,8 @@ def test_cause_entries_load_with_their_category_and_detail_from_the_cause(tmp_pa
     skiplist = load_text(
         tmp_path,
         '[skiplist]\nsuite = "embedded"\n\n'
-        '[[skip]]\ncause = "aten::lgamma.out"\nreason = "no lgamma"\n\n'
-        '[[skip]]\ncause = "aten::lgamma.out"\ntemplate = "test_out"\nreason = "narrower"\n\n'
+        '[[skip]]\ncause = "aten::_cslt_compress"\nreason = "no cslt_compress"\n\n'
+        '[[skip]]\ncause = "aten::_cslt_compress"\ntemplate = "test_out"\nreason = "narrower"\n\n'
         '[[skip]]\ncause = "forward_ad"\ntier = "xfail"\ncategory = "unsupported_feature"\n'
         'reason = "no dual tensors"\n',
     )
@@ -121,26 +121,29 @@ def test_cause_entries_load_with_their_category_and_detail_from_the_cause(tmp_pa
     assert (broad.tier, broad.category, broad.detail) == (
         "xfail",
         "missing_lowering",
-        "aten::lgamma.out",
+        "aten::_cslt_compress",
     )
     assert (feature.category, feature.detail) == ("unsupported_feature", "forward_ad")
-    out, other = identity("test_out", "lgamma"), identity("test_compare_cpu", "lgamma")
+    out, other = (
+        identity("test_out", "_cslt_compress"),
+        identity("test_compare_cpu", "_cslt_compress"),
+    )
     assert skiplist.match(out) is None  # nothing applies at collection
-    assert skiplist.match_cause(out, "missing_lowering", "aten::lgamma.out") is narrow
-    assert skiplist.match_cause(other, "missing_lowering", "aten::lgamma.out") is broad
-    assert skiplist.match_cause(other, "missing_lowering", "aten::lgamma") is None
+    assert skiplist.match_cause(out, "missing_lowering", "aten::_cslt_compress") is narrow
+    assert skiplist.match_cause(other, "missing_lowering", "aten::_cslt_compress") is broad
+    assert skiplist.match_cause(other, "missing_lowering", "aten::_cslt") is None
     assert skiplist.match_cause(other, "numerical_mismatch", "") is None
     assert skiplist.match_cause(other, "unsupported_feature", "forward_ad") is feature
     # The file is for the embedded suite: an upstream test is not explained by it.
-    upstream = identity("test_out", "lgamma", suite="upstream")
-    assert skiplist.match_cause(upstream, "missing_lowering", "aten::lgamma.out") is None
+    upstream = identity("test_out", "_cslt_compress", suite="upstream")
+    assert skiplist.match_cause(upstream, "missing_lowering", "aten::_cslt_compress") is None
     assert skiplist.causes_for(out) == [narrow, broad, feature]  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("entry", "field", "message"),
     [
-        ('cause = "lgamma.out"', "cause", "neither an operator overload"),
+        ('cause = "cslt_compress"', "cause", "neither an operator overload"),
         ('cause = "forward-ad"', "cause", "did you mean 'forward_ad'"),
         ('cause = "aten::x.out"\ntier = "skip"', "tier", "its tier is xfail, not 'skip'"),
         ('cause = "aten::x.out"\ncategory = "known_bug"', "category", "is a missing_lowering"),
@@ -185,8 +188,8 @@ def write_run(run_dir: Path, rows: list[tuple[str, str, str, str]], suite: str =
 OPS = "embedded/test_ops.py::TestCommon::"
 GRAD = "embedded/test_ops_gradients.py::TestFwdGradients::"
 ROWS = [
-    *((OPS + f"test_out_lgamma{i}_float32", "failed", "missing_lowering", "aten::lgamma.out") for i in range(4)),
-    (OPS + "test_compare_lgamma_float32", "failed", "missing_lowering", "aten::lgamma.out"),
+    *((OPS + f"test_out_cslt_compress{i}_float32", "failed", "missing_lowering", "aten::_cslt_compress") for i in range(4)),
+    (OPS + "test_compare_cslt_compress_float32", "failed", "missing_lowering", "aten::_cslt_compress"),
     *((GRAD + f"test_forward_op{i}_float64", "failed", "unsupported_feature", "forward_ad") for i in range(3)),
     (OPS + "test_compare_sin_float32", "failed", "numerical_mismatch", "values"),
     (OPS + "test_compare_cos_float32", "failed", "numerical_mismatch", "values"),
@@ -210,7 +213,7 @@ def test_update_writes_one_entry_per_cause_and_exact_entries_for_the_rest(tmp_pa
     text = target.read_text()
     skiplist = skiplists.load([target], backend="emu", torch_version="2.13.0")
     causes = skiplist.causes
-    assert [c.cause for c in causes] == ["aten::lgamma.out", "forward_ad"]  # most tests first
+    assert [c.cause for c in causes] == ["aten::_cslt_compress", "forward_ad"]  # most tests first
     assert "# 5 tests in 2 templates in run run" in text and "# 3 tests in 1 template in" in text
     assert 'suite = "embedded"' not in text.split("[[skip]]", 1)[1]  # the file says it
     others = [e for e in skiplist.entries if not e.is_cause]
@@ -232,14 +235,14 @@ def test_update_prunes_a_cause_entry_that_explained_no_failure(tmp_path: Path, c
     target = tmp_path / "emu.toml"
     target.write_text(
         '[skiplist]\nsuite = "embedded"\n\n'
-        '[[skip]]\ncause = "aten::lgamma.out"\nreason = "explains five"\n\n'
-        '[[skip]]\ncause = "aten::digamma.out"\nreason = "explains none"\n\n'
-        '[[skip]]\ncause = "aten::digamma.out"\nfile = "embedded/test_linalg.py"\nreason = "not run"\n'
+        '[[skip]]\ncause = "aten::_cslt_compress"\nreason = "explains five"\n\n'
+        '[[skip]]\ncause = "aten::_cslt_sparse_mm"\nreason = "explains none"\n\n'
+        '[[skip]]\ncause = "aten::_cslt_sparse_mm"\nfile = "embedded/test_linalg.py"\nreason = "not run"\n'
     )
     common = ("--backend", "emu", "--skiplist", target, "--to", target)
     assert skiplist_cli("update", "--from", tmp_path / "run", *common, "--dry-run") == 0
     out = capsys.readouterr()
-    assert "emu.toml:8: cause aten::digamma.out: explained no failure in run run" in out.err
+    assert "emu.toml:8: cause aten::_cslt_sparse_mm: explained no failure in run run" in out.err
     assert "test_linalg" not in out.err  # the run holds none of its tests: no verdict
     # Without --prune it is only said: a run of part of the suite says little of an entry.
     assert "explained no failure" not in out.out
@@ -255,7 +258,7 @@ def test_lint_knows_causes(tmp_path: Path, capsys):
     target = tmp_path / "emu.toml"
     target.write_text(
         '[skiplist]\nsuite = "embedded"\n\n'
-        '[[skip]]\ncause = "aten::lgamma.out"\nreason = "fine"\n\n'
+        '[[skip]]\ncause = "aten::_cslt_compress"\nreason = "fine"\n\n'
         '[[skip]]\ncause = "aten::no_such_op.out"\nreason = "a typo"\n\n'
         '[[skip]]\ncause = "forward_ad"\nfile = "embedded/test_ops_gradients.py"\nreason = "covered"\n\n'
         '[[skip]]\nfile = "embedded/test_ops_gradients.py"\ntier = "xfail"\n'
@@ -266,7 +269,7 @@ def test_lint_knows_causes(tmp_path: Path, capsys):
     out = capsys.readouterr().out
     assert "emu.toml:8: unknown-op: aten::no_such_op.out is not an overload of this torch" in out
     assert "emu.toml:12: shadowed: cause forward_ad: exact or structured entries apply" in out
-    assert "emu.toml:4:" not in out  # lgamma.out: a real overload, free tests, not lowered
+    assert "emu.toml:4:" not in out  # _cslt_compress: a real overload, free tests, not lowered
     assert "emu.toml:23" not in out  # its file was not collected: no verdict
 
 
@@ -276,7 +279,7 @@ import torch_emu
 from torch_emu.lowering.registry import lower
 from conformance.cli import main
 
-lower("aten::lgamma.out")  # the contributor lowers the op the entry names
+lower("aten::_cslt_compress")  # the contributor lowers the op the entry names
 sys.exit(main(["skiplist", *sys.argv[1:]]))
 """
 
@@ -291,22 +294,25 @@ def test_a_cause_whose_op_gets_lowered_is_reported_by_lint_and_pruned_by_update(
     target = tmp_path / "emu.toml"
     target.write_text(
         '[skiplist]\nsuite = "embedded"\n\n'
-        '[[skip]]\ncause = "aten::lgamma.out"\nreason = "no lgamma"\n\n'
+        '[[skip]]\ncause = "aten::_cslt_compress"\nreason = "no cslt_compress"\n\n'
         '[[skip]]\ncause = "forward_ad"\nreason = "no dual tensors"\n'
     )
 
-    def skiplist_with_lgamma_lowered(*argv: str | Path) -> subprocess.CompletedProcess:
+    def skiplist_with_cslt_compress_lowered(*argv: str | Path) -> subprocess.CompletedProcess:
         command = [sys.executable, "-c", LOWERED, *map(str, argv)]
         return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
 
-    lint = skiplist_with_lgamma_lowered("lint", "--backend", "emu", "--skiplist", target)
+    lint = skiplist_with_cslt_compress_lowered("lint", "--backend", "emu", "--skiplist", target)
     assert lint.returncode == 1, lint.stderr
-    assert "emu.toml:4: lowered: aten::lgamma.out has a lowering now (native python)" in lint.stdout
+    assert (
+        "emu.toml:4: lowered: aten::_cslt_compress has a lowering now (native python)"
+        in lint.stdout
+    )
     assert "forward_ad" not in lint.stdout
     common = ("--from", tmp_path / "run", "--skiplist", target, "--to", target, "--prune")
-    update = skiplist_with_lgamma_lowered("update", *common)
+    update = skiplist_with_cslt_compress_lowered("update", *common)
     assert update.returncode == 0, update.stderr
-    assert "cause aten::lgamma.out: aten::lgamma.out has a lowering now" in update.stderr
+    assert "cause aten::_cslt_compress: aten::_cslt_compress has a lowering now" in update.stderr
     kept = skiplists.load([target], backend="emu", torch_version="2.13.0")
     assert [e.cause for e in kept.causes] == ["forward_ad"]
 
@@ -317,23 +323,23 @@ def test_explain_says_which_cause_entry_applied_and_what_the_classifier_read(
 ):
     monkeypatch.chdir(tmp_path)
     target = tmp_path / "emu.toml"
-    target.write_text('[[skip]]\ncause = "aten::lgamma.out"\nreason = "no lgamma"\n')
+    target.write_text('[[skip]]\ncause = "aten::_cslt_compress"\nreason = "no cslt_compress"\n')
     xfailed = (
-        OPS + "test_out_lgamma0_float32",
+        OPS + "test_out_cslt_compress0_float32",
         "xfailed",
         "missing_lowering",
-        "aten::lgamma.out",
+        "aten::_cslt_compress",
         "emu.toml:1",
     )
     write_run(tmp_path / "run", [xfailed, *ROWS[5:]])  # fmt: skip
     common = ("--skiplist", target, "--from", tmp_path / "run")
-    assert skiplist_cli("explain", OPS + "test_out_lgamma0_float32", *common) == 0
+    assert skiplist_cli("explain", OPS + "test_out_cslt_compress0_float32", *common) == 0
     out = capsys.readouterr().out
     assert "no entry applies at collection" in out
-    assert "emu.toml:1  cause aten::lgamma.out: no lgamma" in out
-    assert "in run run: xfailed (missing_lowering aten::lgamma.out)" in out
+    assert "emu.toml:1  cause aten::_cslt_compress: no cslt_compress" in out
+    assert "in run run: xfailed (missing_lowering aten::_cslt_compress)" in out
     assert "cause entry emu.toml:1 applied: the classifier read missing_lowering" in out
-    assert "aten::lgamma.out from the failure: aten::lgamma.out failed" in out
+    assert "aten::_cslt_compress from the failure: aten::_cslt_compress failed" in out
     assert skiplist_cli("explain", OPS + "test_compare_sin_float32", *common) == 0
     out = capsys.readouterr().out
     assert "the classifier read numerical_mismatch values (no cause)" in out
@@ -368,7 +374,7 @@ def test_sweep_reruns_what_a_cause_entry_explained_and_proposes_it_for_removal_o
 
 
 def test_update_takes_runs_that_together_cover_the_suite(tmp_path: Path, capsys):
-    # a: the lgamma failures, and a mismatch test that passes with a's fewer samples
+    # a: the _cslt_compress failures, and a mismatch test that passes with a's fewer samples
     write_run(tmp_path / "a", [*ROWS[:5], (OPS + "test_compare_sin_float32", "passed", "", "")])
     write_run(tmp_path / "b", ROWS[5:])  # the others
     target = tmp_path / "emu.toml"
@@ -379,7 +385,7 @@ def test_update_takes_runs_that_together_cover_the_suite(tmp_path: Path, capsys)
     text = target.read_text()
     assert "# 5 tests in 2 templates in runs a, b" in text and "# added from runs a, b on" in text
     skiplist = skiplists.load([target], backend="emu", torch_version="2.13.0")
-    assert [c.cause for c in skiplist.causes] == ["aten::lgamma.out", "forward_ad"]
+    assert [c.cause for c in skiplist.causes] == ["aten::_cslt_compress", "forward_ad"]
     exact = {e.selector.test_ids: e for e in skiplist.entries if e.selector.test_ids}
     sin, cos = (exact[(OPS + f"test_compare_{op}_float32",)] for op in ("sin", "cos"))
     assert not sin.strict and sin.reason.endswith("(passes in another of the runs)")
