@@ -135,6 +135,16 @@ def test_reports_triage_and_update_show_a_base_run_amended_by_its_reruns(
     assert main(["ops", "triage", str(runs / "base"), "--amend", str(runs / "other")]) == 2
     assert "amends no run, not base" in capsys.readouterr().err
 
+    # skiplist update from the amended view: only what still fails gets an entry.
+    listed = pytester.path / "cpu.toml"
+    listed.write_text("[skiplist]\n")
+    update = ["skiplist", "update", "--from", str(runs / "base"), "--amend", str(runs / "fix")]
+    assert main([*update, "--skiplist", str(listed), "--to", str(listed), "--torch", "2.13.0"]) == 0
+    written = listed.read_text()
+    assert "test_mismatch_float32" in written and "test_mismatch_float64" in written
+    assert "_cslt_compress" not in written  # fixed by the rerun: nothing to list
+    capsys.readouterr()
+
     # The next fix, rerun from the first rerun: it amends the same base, and selects from
     # the base amended by the first rerun (the two mismatches are all that still fail).
     path.write_text(path.read_text().replace("torch.zeros(2, device=device)", "torch.ones(2)"))
