@@ -31,14 +31,14 @@ SCRIPT = textwrap.dedent(
     from op_coverage.tracing import trace_ops
     from op_coverage.triage import triage
 
-    OP = "aten::digamma.out"  # a pointwise op emu does not lower
+    OP = "aten::special_erfcx.out"  # a pointwise op emu does not lower
 
     def run_test():
         x = torch.arange(1.0, 5.0, device="emu")
         try:
             with trace_ops(fallback_counts=torch_emu.fallback_counts) as trace:
-                got = torch.digamma(x)
-            assert torch.allclose(got.cpu(), torch.digamma(x.cpu()))
+                got = torch.special.erfcx(x)
+            assert torch.allclose(got.cpu(), torch.special.erfcx(x.cpu()))
             return {"outcome": "passed", "category": "", "detail": "", "ops": trace.ops,
                     "fallback": trace.fallback}
         except NotImplementedError as exc:
@@ -50,8 +50,8 @@ SCRIPT = textwrap.dedent(
         return {op: (row.status, row.in_core) for op, row in table.ops.items()}
 
     def records(result):
-        return pandas.DataFrame([{"test_id": "test_ops.py::TestCommon::test_digamma_float32",
-                                  "template": "test_compare_cpu", "op": "digamma", "dtype": "float32",
+        return pandas.DataFrame([{"test_id": "test_ops.py::TestCommon::test_special_erfcx_float32",
+                                  "template": "test_compare_cpu", "op": "special_erfcx", "dtype": "float32",
                                   "outcome": result["outcome"], "category": result["category"],
                                   "detail": result["detail"]}])
 
@@ -75,14 +75,14 @@ SCRIPT = textwrap.dedent(
     out["fallback_status"] = load_static_table("emu", "torch_emu").ops[OP].status
     torch_emu.set_cpu_fallback(False)
 
-    def digamma_out(self, *, out):
-        result = torch.digamma(self.cpu())
+    def erfcx_out(self, *, out):
+        result = torch.special.erfcx(self.cpu())
         out.resize_(result.shape)
         out.copy_(result)
         return out
 
     lib = torch.library.Library("aten", "IMPL")
-    lib.impl("digamma.out", digamma_out, "PrivateUse1")
+    lib.impl("special_erfcx.out", erfcx_out, "PrivateUse1")
     table = load_static_table("emu", "torch_emu")
     out["after_status"] = [table.ops[OP].status, table.ops[OP].kind]
     out["after_problems"] = [d.problem for d in table.disagreements if d.op == OP]
@@ -134,17 +134,17 @@ def test_missing_op_blocks_its_test_and_is_ranked(emu):
     before = emu["before"]
     assert (before["outcome"], before["detail"], before["backend"]) == (
         "failed",
-        "aten::digamma.out",
+        "aten::special_erfcx.out",
         "emu",
     )
-    assert emu["ranked_before"] == ["aten::digamma.out"]
-    assert "aten::digamma" in before["ops"]  # traced on emu: the op the test called
+    assert emu["ranked_before"] == ["aten::special_erfcx.out"]
+    assert "aten::special_erfcx" in before["ops"]  # traced on emu: the op the test called
 
 
 def test_cpu_fallback_is_seen_statically_and_per_test(emu):
     assert emu["fallback_status"] == "fallback"
     assert emu["with_fallback"]["outcome"] == "passed"
-    assert emu["with_fallback"]["fallback"] == ["aten::digamma.out"]
+    assert emu["with_fallback"]["fallback"] == ["aten::special_erfcx.out"]
 
 
 def test_lowering_added_at_run_time_moves_op_to_native_and_unblocks_its_test(emu):
@@ -152,6 +152,6 @@ def test_lowering_added_at_run_time_moves_op_to_native_and_unblocks_its_test(emu
     assert emu["after_problems"] == [
         "the dispatcher runs a backend kernel the registry does not list"
     ]
-    assert emu["resolved_by_table"] == ["aten::digamma.out"]
+    assert emu["resolved_by_table"] == ["aten::special_erfcx.out"]
     assert emu["after"]["outcome"] == "passed"
     assert emu["ranked_after"] == []
