@@ -19,6 +19,7 @@ import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
+import os
 import re
 import sys
 import traceback
@@ -33,6 +34,7 @@ from conformance.errors import ConfigError
 __all__ = [
     "Backend",
     "backend_package_name",
+    "compile_backend",
     "describe_backend",
     "load_backend",
     "registered_backend_name",
@@ -241,6 +243,30 @@ def describe_backend(device_type: str, module_name: str | None = None) -> Backen
         version = entry_point.dist.version
     return Backend(
         name=device_type, module=None, version=version, device_names=(device_type, "privateuse1")
+    )
+
+
+#: Names the torch.compile backend compile mode uses, over the device's default.
+COMPILE_BACKEND_ENV = "CONFORMANCE_COMPILE_BACKEND"
+
+
+def compile_backend(device_type: str) -> str:
+    """The torch.compile backend for ``device_type`` in compile mode: the one
+    ``CONFORMANCE_COMPILE_BACKEND`` names, ``inductor`` for cpu, else the Dynamo backend
+    registered under the device's name (emu registers ``emu``); ConfigError otherwise."""
+    named = os.environ.get(COMPILE_BACKEND_ENV, "").strip()
+    if named:
+        return named
+    if device_type == "cpu":
+        return "inductor"
+    from torch._dynamo import list_backends
+
+    if device_type in list_backends(exclude_tags=()):
+        return device_type
+    raise ConfigError(
+        f"no torch.compile backend is registered as {device_type!r} (a torch_dynamo_backends "
+        f"entry point); name one with {COMPILE_BACKEND_ENV}",
+        where="--mode compile",
     )
 
 

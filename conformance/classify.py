@@ -331,9 +331,42 @@ def classify_failure(exc: BaseException | None, text: str) -> tuple[str, str]:
     found = _ended(text) or _classify_message(_error_lines(text))
     if found:
         return found
+    found = _compile_error(chain if exc is not None else [], text)
+    if found:
+        return found
     if exc is not None:
         return "other", type(chain[0]).__name__
     return "other", _exception_name(text)
+
+
+# torch.compile's failures, by exception class (module torch._dynamo.exc) or its name in
+# a report's text: a graph break under fullgraph=True, the backend's compiler raising,
+# and the rest of Dynamo/AOTAutograd/Inductor.
+_GRAPH_BREAKS = ("Unsupported", "UncapturedHigherOrderOpError", "UserError")
+_COMPILE_TEXT = re.compile(
+    r"torch\._dynamo\.exc\.(?P<name>\w+)|(?P<backend>BackendCompilerFailed)|"
+    r"torch\._inductor\.exc\.(?P<inductor>\w+)"
+)
+
+
+def _compile_error(chain: list[BaseException], text: str) -> tuple[str, str] | None:
+    """compile_error with graph_break, backend_compiler or dynamo, for a failure of
+    torch.compile itself (an op the backend's compiler lacks is a missing_lowering, read
+    from the message before this)."""
+    names = [
+        type(error).__name__
+        for error in chain
+        if type(error).__module__.startswith(("torch._dynamo", "torch._inductor"))
+    ]
+    if not names:
+        names = [m["name"] or m["backend"] or m["inductor"] for m in _COMPILE_TEXT.finditer(text)]
+    if not names:
+        return None
+    if "BackendCompilerFailed" in names:
+        return "compile_error", "backend_compiler"
+    if any(name in _GRAPH_BREAKS for name in names):
+        return "compile_error", "graph_break"
+    return "compile_error", "dynamo"
 
 
 # Upstream skip reasons that say the test does not apply to this device.
@@ -342,7 +375,8 @@ _NOT_APPLICABLE = re.compile(
     r"doesn't run on (?P<not>\w+)|fewer than \d+ devices|Skip as torch has no module of|"
     r"(?:CUDA|ROCm|cuDNN|MPS|XPU|GPU|Triton|NCCL|distributed)\w* (?:is )?not available|"
     r"[Rr]equires? (?:a )?(?P<needs>CUDA|GPU|ROCm|cuDNN|MPS|XPU|accelerator)|"
-    r"onlyAccelerator|Insufficient \w+ memory|test skipped for CUDA version",
+    r"onlyAccelerator|Insufficient \w+ memory|test skipped for CUDA version|"
+    r"(?P<eager>runs eager only)",
 )
 _SKIP_DTYPE = re.compile(
     rf"(?:does not support|unsupported|not supported for) (?:dtype:? )?(?:torch\.)?(?P<dtype>{_DTYPE_WORD})\b|"
@@ -385,6 +419,8 @@ def classify_skip(reason: str) -> tuple[str, str]:
     match = _NOT_APPLICABLE.search(text)
     if match:
         required = match["only"] or match["needs"] or ""
+        if match["eager"]:
+            return "not_applicable", "eager_only"
         return "not_applicable", required.lower() or match["decorator"] or match["not"] or ""
     if "PYTORCH_TEST_WITH_SLOW" in text or re.search(r"\bslow\b", text, re.I):
         return "upstream_skip", "slow"

@@ -14,9 +14,11 @@ from typing import Any
 
 __all__ = [
     "CATEGORIES",
+    "COMPILE_ERRORS",
     "EMBEDDED_NAMESPACE",
     "FEATURES",
     "FORMAT_VERSION",
+    "MODES",
     "OUTCOMES",
     "RECORD_COLUMNS",
     "RECORD_FORMAT",
@@ -41,8 +43,9 @@ __all__ = [
 #      the harness set for the tests: the embedded selection, the device filter), so a test
 #      can be rerun alone. Records are unchanged: version 2 runs read as they are.
 #   4: records gain ``sample_index``: the index of the OpInfo sample (or ModuleInfo input)
-#      a failing test failed on, where the test exposes it, else -1. Runs of versions 2
-#      and 3 read with -1 (store.read_run fills a column a run does not have).
+#      a failing test failed on, where the test exposes it, else -1; and ``mode``, the
+#      execution mode (``eager`` or ``compile``) of the run. Runs of versions 2 and 3 read
+#      with -1 and ``eager`` (store.read_run fills a column a run does not have).
 FORMAT_VERSION = 4
 #: The first version whose records read as they are; older runs' records are upgraded.
 RECORD_FORMAT = 2
@@ -78,8 +81,14 @@ CATEGORIES = (
     "known_bug",
     "not_applicable",
     "upstream_skip",
+    "compile_error",
     "other",
 )
+
+#: Execution modes: a run's ``mode`` and every record's.
+MODES = ("eager", "compile")
+#: Values of ``detail`` for the compile_error category.
+COMPILE_ERRORS = ("graph_break", "backend_compiler", "dynamo")
 
 #: Values of ``detail`` for the unsupported_feature category.
 FEATURES = (
@@ -153,6 +162,7 @@ class ResultRecord:
     shard: str = ""  # "k/N", or "" when the run is not sharded
     rerun: int = 0
     sample_index: int = -1  # the failing sample's index, where the test exposes it
+    mode: str = "eager"  # "eager", or "compile" (every op of the test under torch.compile)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

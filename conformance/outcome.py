@@ -124,6 +124,7 @@ class OutcomeMerger:
         device: str,
         shard: str,
         identity_of: IdentityOf,
+        mode: str = "eager",
         classify_failure: ClassifyFailure,
         classify_skip: ClassifySkip,
         timed_out: Callable[[str], float | None] = lambda nodeid: None,
@@ -133,6 +134,7 @@ class OutcomeMerger:
         self.run_id = run_id
         self.device = device
         self.shard = shard
+        self.mode = mode
         self._identity_of = identity_of
         self._classify_failure = classify_failure
         self._classify_skip = classify_skip
@@ -223,6 +225,7 @@ class OutcomeMerger:
             worker=worker,
             shard=self.shard,
             sample_index=_sample_index(partial),
+            mode=self.mode,
         )
 
     def _categorize(self, partial: _Partial) -> tuple[str, str]:

@@ -31,6 +31,9 @@ _LOAD_ERROR_KEY = pytest.StashKey[str]()
 #: test can be rerun alone as it ran.
 _RECORDED_ENV = (
     "CONFORMANCE_SELECTION",
+    "CONFORMANCE_MODE",
+    "CONFORMANCE_COMPILE_BACKEND",
+    "PYTORCH_TEST_WITH_INDUCTOR",
     "PYTORCH_TESTING_DEVICE_ONLY_FOR",
     "EMU_CPU_FALLBACK",
     "TORCH_DEVICE_BACKEND_AUTOLOAD",
@@ -86,6 +89,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="",
         metavar="NAME",
         help="what the tests are, recorded in the run metadata (upstream:TAG, embedded:smoke...)",
+    )
+    group.addoption(
+        "--mode",
+        dest="conformance_mode",
+        default="eager",
+        choices=("eager", "compile"),
+        help="eager, or compile: every op under torch.compile with the device's compile "
+        "backend (default: eager)",
     )
     group.addoption(
         "--skiplist",
@@ -201,6 +212,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     saved = {}
     for name, value, force in (
         ("PYTORCH_TESTING_DEVICE_ONLY_FOR", backend.name, True),
+        *_mode_env(early_config.known_args_namespace),
         # OpInfo tests then raise the original exception, which classify() can read.
         ("PYTORCH_PRINT_REPRO_ON_FAILURE", "0", False),
         # Tells the workers this process starts that they are its workers.
@@ -220,6 +232,18 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
     if not (getattr(namespace, "numprocesses", None) or getattr(namespace, "tx", None)):
         return False
     return not _is_xdist_worker()
+
+
+def _mode_env(args: Any) -> list[tuple[str, str, bool]]:
+    """What compile mode sets: ``CONFORMANCE_MODE`` for the embedded suite, whose templates
+    compile each op; for upstream files also upstream's own switch, which compiles each
+    test through ``TestCase.compile_fn`` (pointed at the device's backend by the agent)."""
+    if getattr(args, "conformance_mode", "eager") != "compile":
+        return []
+    settings = [("CONFORMANCE_MODE", "compile", True)]
+    if not str(getattr(args, "conformance_suite", "") or "").startswith("embedded"):
+        settings.append(("PYTORCH_TEST_WITH_INDUCTOR", "1", True))
+    return settings
 
 
 def _is_xdist_worker() -> bool:
@@ -264,6 +288,8 @@ def pytest_configure(config: pytest.Config) -> None:
         _register_progress(config)
         run_dir = writer.run_dir
         already = frozenset(writer.recorded_ids)
+    if option.conformance_mode == "compile" and not _is_xdist_controller(config):
+        _compile_upstream_tests_with(backend.name)
     agent = TestRunAgent(
         config,
         backend,
@@ -278,6 +304,31 @@ def pytest_configure(config: pytest.Config) -> None:
         only_test_ids=_only_test_ids(option.conformance_only_test_ids),
     )
     config.pluginmanager.register(agent, "conformance-agent")
+
+
+def _compile_upstream_tests_with(device_type: str) -> None:
+    """Point upstream's compile switch (PYTORCH_TEST_WITH_INDUCTOR: each test runs through
+    ``TestCase.compile_fn``) at the device's compile backend instead of inductor. The
+    embedded suite compiles its op calls itself; its TestCase runs are not wrapped."""
+    if os.environ.get("PYTORCH_TEST_WITH_INDUCTOR") != "1":
+        return
+    from torch.testing._internal import common_utils
+
+    from conformance.backends import compile_backend
+
+    try:
+        name = compile_backend(device_type)
+    except ConformanceError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    original = common_utils.TestCase.compile_fn
+    if getattr(original, "_conformance_backend", None) == name:
+        return
+
+    def compile_fn(self: Any, fn: Any, backend: str, nopython: bool) -> Any:
+        return original(self, fn, name, nopython)
+
+    compile_fn._conformance_backend = name  # type: ignore[attr-defined]
+    common_utils.TestCase.compile_fn = compile_fn
 
 
 def _register_progress(config: pytest.Config) -> None:
@@ -344,7 +395,9 @@ def _load_skiplist(config: pytest.Config, backend: Any) -> Any:
     if not paths:
         return None
     try:
-        return skiplists.load(paths, backend=backend.name, torch_version=torch_version)
+        return skiplists.load(
+            paths, backend=backend.name, torch_version=torch_version, mode=option.conformance_mode
+        )
     except ConformanceError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -376,7 +429,9 @@ def _open_writer(config: pytest.Config, backend: Any, shard: tuple[int, int] | N
         from conformance.resume import Wanted, check_resumable
 
         run_dir = Path(option.conformance_resume)
-        wanted = Wanted(backend.name, suite, shard_name, torch_version, paths, filters)
+        wanted = Wanted(
+            backend.name, suite, shard_name, torch_version, paths, filters, option.conformance_mode
+        )
         try:
             meta = check_resumable(run_dir, wanted)
         except ConformanceError as exc:
@@ -405,6 +460,7 @@ def _open_writer(config: pytest.Config, backend: Any, shard: tuple[int, int] | N
         backend_git=backend.git,
         harness_version=__version__,
         suite=suite,
+        mode=option.conformance_mode,
         shard=shard_name,
         paths=paths,
         filters=filters,

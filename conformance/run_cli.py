@@ -182,6 +182,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--trace-ops", action="store_true", help="record the ATen ops each test dispatches"
     )
+    parser.add_argument(
+        "--mode",
+        choices=("eager", "compile"),
+        default="eager",
+        help="eager, or compile: the tests' ops under torch.compile with the device's "
+        "compile backend (emu's for emu, inductor for cpu); a --baseline runs eager",
+    )
     parser.add_argument("--shard", metavar="K/N", help="run only shard K of N")
     parser.add_argument(
         "--shard-durations",
@@ -265,6 +272,7 @@ def run_command(args: argparse.Namespace) -> int:
             torch_version=torch_build()[0],
             paths=[str(path) for path in selection.paths],
             filters=None,  # pytest's own options: the plugin checks them
+            mode=args.mode,
         )
         check_resumable(resume_dir, wanted)
 
@@ -423,6 +431,8 @@ def _run_pytest(
             command += ["--expected-count", str(args.expected_count)]
     if args.trace_ops:
         command.append("--trace-ops")
+    if args.mode != "eager" and not baseline:
+        command += ["--mode", args.mode]
     listed = getattr(args, "only_test_ids_file", None)
     if listed is not None:
         command += ["--only-test-ids", str(listed), "--amends", selection.amends]

@@ -63,6 +63,7 @@ class RunRecorder:
             run_id=self.run_id,
             device=backend.name,
             shard=writer.meta.shard,
+            mode=writer.meta.mode,
             identity_of=self._parse_identity,
             classify_failure=classify_failure,
             classify_skip=classify_skip,
@@ -110,6 +111,7 @@ class RunRecorder:
                     run_id=self.run_id,
                     device=self.backend.name,
                     shard=self.writer.meta.shard,
+                    mode=self.writer.meta.mode,
                     **fields,
                 )
             )
@@ -135,6 +137,7 @@ class RunRecorder:
                 message="timed out; the run stopped (resume it to finish)",
                 duration_s=round(elapsed_s, 6),
                 shard=self.writer.meta.shard,
+                mode=self.writer.meta.mode,
             )
         )
 

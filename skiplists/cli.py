@@ -212,7 +212,9 @@ def _context(args: argparse.Namespace) -> tuple[Skiplist, list[Path], RunFacts |
     torch_version = args.torch_version or (facts.meta.torch_version if facts else "")
     args.torch_version = torch_version or metadata.version("torch")
     paths = list(args.skiplist) or default_paths(backend, args.torch_version)
-    return load(paths, backend=backend, torch_version=args.torch_version), paths, facts
+    # With a run, the entries that applied in its mode (eager or compile); without, all.
+    mode = (facts.meta.mode or "eager") if facts else None
+    return load(paths, backend=backend, torch_version=args.torch_version, mode=mode), paths, facts
 
 
 def _identities(args: argparse.Namespace, facts: RunFacts | None) -> list[Any] | None:

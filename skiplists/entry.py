@@ -77,6 +77,9 @@ class Selector:
     dtypes: tuple[str, ...] = ()
     pattern: str = ""
     suite: str = ""
+    #: ``eager`` or ``compile``: the entry applies only in runs of that mode ("" : every
+    #: mode). Runs filter on it when they load the list (a test has no mode, a run has).
+    mode: str = ""
     _compiled: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -110,6 +113,7 @@ class Selector:
             tuple(sorted(self.dtypes)),
             self.pattern,
             self.suite,
+            self.mode,
         )
 
     def matches(self, identity: TestIdentity) -> bool:
@@ -140,6 +144,8 @@ class Selector:
                 parts.append(f"{key}={shown}")
         if self.pattern:
             parts.append(f"pattern={self.pattern!r}")
+        if self.mode:
+            parts.append(f"mode={self.mode}")
         return " ".join(parts)
 
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from conformance.model import CATEGORIES, FEATURES, SUITES, suite_of_file
+from conformance.model import CATEGORIES, FEATURES, MODES, SUITES, suite_of_file
 from skiplists.entry import (
     FIELD_NAMES,
     SCOPE_FIELD,
@@ -53,10 +53,11 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 __all__ = ["ENTRY_KEYS", "HEADER_KEYS", "parse_file", "parse_text", "torch_release"]
 
-HEADER_KEYS = ("backend", "torch", "suite", "description")
+HEADER_KEYS = ("backend", "torch", "suite", "mode", "description")
 _SELECTOR_KEYS = ("test_id", *(key for key, _attr in FIELD_NAMES), "pattern")
 ENTRY_KEYS = (
     *_SELECTOR_KEYS,
+    "mode",
     "cause",
     "tier",
     "category",
@@ -127,6 +128,7 @@ def parse_text(
     header = document.get("skiplist", {})
     _check_header(header, sections, path, backend, torch_version)
     suite = header.get("suite", "")
+    mode = header.get("mode", "")
     tables = document.get("skip", [])
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         raise SkiplistError(
@@ -141,7 +143,7 @@ def parse_text(
         located = [Section("skip", True, line, line) for _ in tables]
     display = display_path(path)  # resolving a path touches the file system: once per file
     return [
-        _entry(table, section, path, index, layer, display, suite)
+        _entry(table, section, path, index, layer, display, suite, mode)
         for index, (table, section) in enumerate(zip(tables, located, strict=True))
     ]
 
@@ -176,6 +178,14 @@ def _check_header(
             line=keys.get("torch", line),
             field="torch",
         )
+    mode = header.get("mode", "")
+    if mode and mode not in MODES:
+        raise SkiplistError(
+            f"{mode!r} is not a mode; use one of {', '.join(MODES)}",
+            file=path,
+            line=keys.get("mode", line),
+            field="mode",
+        )
     suite = header.get("suite", "")
     if suite and suite not in SUITES:
         raise SkiplistError(
@@ -201,6 +211,7 @@ def _entry(
     layer: int,
     display: str,
     file_suite: str = "",
+    file_mode: str = "",
 ) -> SkipEntry:
     def fail(message: str, key: str) -> SkiplistError:
         return SkiplistError(
@@ -223,6 +234,10 @@ def _entry(
 
     cause, cause_category = _cause(table, fail, text)
     selector = _scoped(_selector(table, fail, text, cause=bool(cause)), table, fail, file_suite)
+    mode = text("mode") or file_mode
+    if mode and mode not in MODES:
+        raise fail(f"{mode!r} is not a mode; use one of {', '.join(MODES)}", "mode")
+    selector = dataclasses.replace(selector, mode=mode)
     tier = text("tier", required=not cause) or ("xfail" if cause else "")
     if tier not in TIERS:
         raise fail(f"{tier!r} is not a tier; use one of {', '.join(TIERS)}", "tier")

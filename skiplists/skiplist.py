@@ -41,8 +41,11 @@ def default_paths(backend: str, torch_version: str, *, data_dir: Path = DATA_DIR
     return [path for path in candidates if path.is_file()]
 
 
-def load(paths: Sequence[Path], *, backend: str, torch_version: str) -> Skiplist:
-    """Load and validate the files in layer order.
+def load(
+    paths: Sequence[Path], *, backend: str, torch_version: str, mode: str | None = None
+) -> Skiplist:
+    """Load and validate the files in layer order; with ``mode`` (a run's: ``eager`` or
+    ``compile``), only the entries that apply in that mode (those naming no mode, or it).
 
     Raises SkiplistError (file, line, field) on any problem: syntax, unknown keys, bad
     values, and duplicate or conflicting selectors within one file. Across files, an entry
@@ -53,6 +56,8 @@ def load(paths: Sequence[Path], *, backend: str, torch_version: str) -> Skiplist
         entries.extend(
             parse_file(Path(path), layer=layer, backend=backend, torch_version=torch_version)
         )
+    if mode is not None:
+        entries = [e for e in entries if e.selector.mode in ("", mode)]
     return Skiplist(entries)
 
 

@@ -248,7 +248,15 @@ def plan_update(
                 **({"strict": False} if mixed else {}),
             }
         )
-    plan.passing = [s for s in stats.values() if s.passing]
+    # A run in one mode says nothing of whether an entry for every mode can go: only
+    # entries scoped to a compile run's mode are marked or pruned by it.
+    mode = facts.meta.mode or "eager"
+    plan.passing = [
+        s for s in stats.values() if s.passing and (s.entry.selector.mode == mode or mode == "eager")
+    ]
+    if mode != "eager":
+        for addition in plan.additions:
+            addition["mode"] = mode
     return plan
 
 

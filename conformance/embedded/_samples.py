@@ -3,6 +3,13 @@
 Samples are generated on the CPU from a fixed seed and then copied to the device under
 test, so the device and the CPU reference see exactly the same values, and sample
 generation does not depend on the device's random number generator.
+
+In compile mode (``CONFORMANCE_MODE=compile``, set by ``conformance run --mode compile``)
+:func:`call` runs the op under ``torch.compile`` with the device's compile backend
+(``fullgraph=True``, static shapes, a fresh compilation per call) whenever the sample is
+on the device under test, that is, came from :func:`to_device`; references computed from
+the CPU samples stay eager. Templates that test no op call (error inputs, forward-mode
+AD, optimizers) skip with ``runs eager only``.
 """
 
 from __future__ import annotations
@@ -14,24 +21,29 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch.testing._internal.opinfo.core import SampleInput
 from torch.utils._pytree import tree_flatten, tree_map
 
 from conformance.embedded.selection import max_samples
 
 __all__ = [
+    "MODE_ENV",
     "SAMPLE_INDEX_ENV",
     "SEED",
     "backward_grads",
     "call",
+    "compiling",
     "cpu_samples",
     "device_tensors",
     "error_inputs",
     "grad_inputs",
     "indexed",
     "noting",
+    "skip_in_compile_mode",
     "tensor_outputs",
     "to_cpu",
     "to_device",
+    "under_test",
 ]
 
 #: Seed for sample generation and for every op call that draws random numbers.
@@ -66,6 +78,8 @@ def error_inputs(op, device: str):
     return list(op.error_inputs_func(op, device))
 
 
+#: ``compile`` runs the templates' op calls under torch.compile (see the module's doc).
+MODE_ENV = "CONFORMANCE_MODE"
 #: Upstream's switch to run one sample of an OpInfo test alone; the templates honour it.
 SAMPLE_INDEX_ENV = "PYTORCH_OPINFO_SAMPLE_INPUT_INDEX"
 
@@ -92,7 +106,7 @@ def noting(index: int, sample, kind: str = "sample") -> Iterator[None]:
         raise
 
 
-def to_device(sample, device: str | torch.device):
+def to_device(sample, device: str | torch.device, *, reference: bool = False):
     """A copy of ``sample`` with every tensor moved to ``device`` (leaves keep requires_grad),
     and a ``device=`` keyword (factory functions: arange, full, randn, ...) naming it."""
 
@@ -107,13 +121,57 @@ def to_device(sample, device: str | torch.device):
         moved.kwargs["device"] = torch.device(device)
     elif isinstance(named, str):
         moved.kwargs["device"] = str(device)
-    return moved
+    # A reference copy (the CPU computing what the device should) is never compiled.
+    return moved if reference else under_test(moved, device)
+
+
+class _UnderTest(SampleInput):
+    """A sample on the device under test: compile mode compiles calls on it. (SampleInput
+    has slots, so the mark is a subclass with one more.)"""
+
+    __slots__ = ("device_under_test",)
+
+
+def under_test(sample, device: str | torch.device):
+    """``sample`` marked as the device-under-test's (what :func:`to_device` returns is)."""
+    marked = _UnderTest.__new__(_UnderTest)
+    for slot in SampleInput.__slots__:
+        setattr(marked, slot, getattr(sample, slot))
+    marked.device_under_test = torch.device(device).type
+    return marked
+
+
+def compiling() -> bool:
+    """Whether the suite runs in compile mode."""
+    return os.environ.get(MODE_ENV, "eager") == "compile"
+
+
+def skip_in_compile_mode(test) -> None:
+    """Skip ``test`` (a TestCase) in compile mode: its checks call no op to compile."""
+    if compiling():
+        test.skipTest("runs eager only: this template calls no op under torch.compile")
 
 
 def call(fn, sample, **extra):
-    """Call ``fn`` on the sample, seeding first so random ops draw the same numbers."""
+    """Call ``fn`` on the sample, seeding first so random ops draw the same numbers.
+
+    In compile mode, a call on the device under test runs compiled."""
     torch.manual_seed(SEED)
+    if isinstance(sample, _UnderTest) and compiling():
+        fn = _compiled(fn, sample.device_under_test)
     return fn(sample.input, *sample.args, **sample.kwargs, **extra)
+
+
+def _compiled(fn, device_type: str):
+    from conformance.backends import compile_backend
+
+    torch._dynamo.reset()  # a fresh compilation: no cache limit reached, no stale guards
+    return torch.compile(
+        lambda *args, **kwargs: fn(*args, **kwargs),
+        backend=compile_backend(device_type),
+        fullgraph=True,
+        dynamic=False,
+    )
 
 
 def to_cpu(result: Any) -> Any:

@@ -22,7 +22,14 @@ from torch.testing._internal.common_modules import modules
 from torch.testing._internal.common_utils import TestCase, run_tests
 from torch.utils._pytree import tree_map
 
-from conformance.embedded._samples import SEED, indexed, noting, tensor_outputs, to_cpu
+from conformance.embedded._samples import (
+    SEED,
+    compiling,
+    indexed,
+    noting,
+    tensor_outputs,
+    to_cpu,
+)
 from conformance.embedded.selection import dtypes_for, max_samples, select_modules
 
 
@@ -45,9 +52,17 @@ def _moved(value, device):
     return tree_map(move, value)
 
 
-def _forward(module, forward_input, device):
+def _forward(module, forward_input, device, *, under_test=False):
+    """The module's forward on ``device``; compiled in compile mode when ``under_test``
+    (the device's module, not the CPU reference)."""
     args = _moved(forward_input.args, device)
     kwargs = _moved(forward_input.kwargs, device)
+    if under_test and compiling():
+        from conformance.backends import compile_backend
+
+        torch._dynamo.reset()
+        backend = compile_backend(torch.device(device).type)
+        module = torch.compile(module, backend=backend, fullgraph=True, dynamic=False)
     torch.manual_seed(SEED)  # modules that draw random numbers draw the same ones
     return module(*args, **kwargs), args, kwargs
 
@@ -95,7 +110,9 @@ class TestModule(TestCase):
                 )
                 with torch.no_grad():
                     expected, _, _ = _forward(cpu_module, module_input.forward_input, "cpu")
-                    actual, _, _ = _forward(dev_module, module_input.forward_input, device)
+                    actual, _, _ = _forward(
+                        dev_module, module_input.forward_input, device, under_test=True
+                    )
                 for t in tensor_outputs(actual):
                     self.assertEqual(t.device.type, torch.device(device).type, msg="output device")
                 self.assertEqual(to_cpu(actual), expected, msg=module_input.desc)
@@ -111,7 +128,9 @@ class TestModule(TestCase):
                 )
                 forward = module_input.forward_input
                 expected, cpu_args, cpu_kwargs = _forward(cpu_module, forward, "cpu")
-                actual, dev_args, dev_kwargs = _forward(dev_module, forward, device)
+                actual, dev_args, dev_kwargs = _forward(
+                    dev_module, forward, device, under_test=True
+                )
                 self.assertEqual(to_cpu(actual), to_cpu(expected), msg=module_input.desc)
                 self.assertEqual(
                     _grads(dev_module, actual, dev_args, dev_kwargs),
