@@ -135,7 +135,7 @@ class Selector:
     def describe(self) -> str:
         """A short human description, e.g. ``op=add dtypes=[float16]``."""
         if self.test_ids:
-            return " ".join(self.test_ids)
+            return " ".join((*self.test_ids, *([f"mode={self.mode}"] if self.mode else [])))
         parts = []
         for key, attr in FIELD_NAMES:
             value = self.dtypes if attr == "dtype" else getattr(self, attr)

@@ -86,10 +86,6 @@ def test_compiled_ops_decompose_to_lowered_ops_and_a_planted_bug_fails_in_both_m
     assert json.loads((out / "summary.json").read_text())["meta"]["run"]["mode"] == "compile"
     assert "(embedded:full, compile)" in (out / "summary.md").read_text()
 
-    # A run in one mode cannot be resumed in the other.
-    done = _conformance(*common, "--resume", str(runs / "compile"), "--mode", "eager")
-    assert done.returncode == 2 and "mode: the run has compile" in done.stderr
-
 
 def test_upstream_tests_compile_through_compile_fn_with_the_device_backend(tmp_path):
     test_file = tmp_path / "test_rsub.py"

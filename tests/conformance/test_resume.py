@@ -157,6 +157,7 @@ WANTED = Wanted("emu", "embedded:smoke", "2/4", "2.13.0", ["/suite"], [])
         ({"torch_version": "2.12.1"}, "torch version: the run has '2.12.1'"),
         ({"paths": ["/elsewhere"]}, "test paths: the run has [/elsewhere], this command [/suite]"),
         ({"format_version": 1}, "format version: the run has 1, whose records this harness"),
+        ({"mode": "compile"}, "mode: the run has 'compile', this command 'eager'"),
         ({"complete": True}, "the run is complete"),
     ],
 )
