@@ -81,6 +81,8 @@ def merge_runs(
         harness_version=first.harness_version,
         suite=first.suite,
         mode=first.mode,
+        rootdir=first.rootdir,
+        env=dict(first.env),
         shard="" if len(shards) == count else ",".join(map(str, sorted(shards))) + f"/{count}",
         host=",".join(sorted({m.host for m in metas if m.host})),
         command=["conformance", "merge", *(str(p) for p in paths)],

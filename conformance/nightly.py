@@ -45,6 +45,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         step.add_argument(
             "--history", default="history", metavar="DIR", help="merged nightly runs (trends)"
         )
+        step.add_argument(
+            "--modes",
+            default="eager,compile",
+            metavar="LIST",
+            help="execution modes of the device's runs (default: eager,compile; cpu runs eager)",
+        )
 
     def selection(step: argparse.ArgumentParser) -> None:
         step.add_argument(
@@ -87,8 +93,8 @@ def _conformance(argv: list[str]) -> int:
     return main(argv)
 
 
-def _last_nightly(history: Path, device: str) -> Path | None:
-    """The newest merged nightly run of ``device`` in the history, if any."""
+def _last_nightly(history: Path, device: str, mode: str = "eager") -> Path | None:
+    """The newest merged nightly run of ``device`` in ``mode`` in the history, if any."""
     from conformance.store import list_runs
 
     if not history.is_dir():
@@ -96,7 +102,9 @@ def _last_nightly(history: Path, device: str) -> Path | None:
     runs = [
         meta
         for meta in list_runs(history)
-        if meta.backend == device and meta.run_id.startswith(NIGHTLY_PREFIX)
+        if meta.backend == device
+        and (meta.mode or "eager") == mode
+        and meta.run_id.startswith(NIGHTLY_PREFIX)
     ]
     return history / runs[-1].run_id if runs else None
 
@@ -111,9 +119,11 @@ def run_shard(
     workers: str = "auto",
     files: list[str] | None = None,
     run_args: list[str] | None = None,
+    modes: tuple[str, ...] = ("eager",),
 ) -> int:
-    """Shard ``K/N`` on ``device`` and on cpu. Returns 0 when both ran (their unexpected
-    outcomes are a result for ``finish`` to judge), else the first failing exit code."""
+    """Shard ``K/N`` on ``device`` in each of ``modes`` and on cpu (eager). Returns 0 when
+    all ran (their unexpected outcomes are a result for ``finish`` to judge), else the
+    first failing exit code."""
     index, _, count = shard.partition("/")
     if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
         raise ConfigError(f"expected K/N with 1 <= K <= N, got {shard!r}", where="shard")
@@ -122,16 +132,33 @@ def run_shard(
         last = _last_nightly(history, which)
         if last is not None:
             durations += ["--shard-durations", str(last)]
-    for which in dict.fromkeys((device, BASELINE_DEVICE)):
-        argv = ["run", "--device", which, "--suite", suite, "-n", workers]
+    jobs = [(device, mode) for mode in modes]
+    if device != BASELINE_DEVICE or "eager" not in modes:
+        jobs.append((BASELINE_DEVICE, "eager"))
+    for which, mode in jobs:
+        argv = ["run", "--device", which, "--suite", suite, "-n", workers, "--mode", mode]
         argv += ["--files", *files] if files else []
         argv += ["--shard", shard, *durations, "--runs-root", str(runs_root)]
-        argv += ["--run-id", f"{which}-shard-{index}"]
+        argv += ["--run-id", _shard_run(which, mode, index)]
         argv += ["--trace-ops"] if which == device else []
         code = _conformance([*argv, *(run_args or [])])
         if code not in (0, 1):
             return code
     return 0
+
+
+def _shard_run(device: str, mode: str, index: int | str) -> str:
+    """A shard run's id: ``emu-shard-1``, and ``emu-compile-shard-1`` in compile mode."""
+    return f"{device}-shard-{index}" if mode == "eager" else f"{device}-{mode}-shard-{index}"
+
+
+def parse_modes(text: str) -> tuple[str, ...]:
+    """``"eager,compile"`` -> the modes, checked."""
+    modes = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    bad = [m for m in modes if m not in ("eager", "compile")]
+    if bad or not modes:
+        raise ConfigError(f"expected modes among eager, compile, got {text!r}", where="--modes")
+    return modes
 
 
 def finish(
@@ -142,45 +169,55 @@ def finish(
     history: Path,
     report: Path,
     run_id: str | None = None,
+    modes: tuple[str, ...] = ("eager",),
 ) -> int:
-    """Merge, join, snapshot, triage and report; the merged device run's verdict."""
+    """Merge, join, snapshot, triage and report, each mode's run; the worst verdict of the
+    device's runs. The eager report goes to ``report``, the compile report (joined with the
+    eager run by ``--modes``) to ``report/compile``."""
     from conformance.run_cli import join_baseline, judge
 
     if shards < 1:
         raise ConfigError(f"expected at least 1 shard, got {shards}", where="--shards")
     stamp = run_id or _stamp()
-    devices = dict.fromkeys((device, BASELINE_DEVICE))
+    jobs = list(dict.fromkeys([*((device, mode) for mode in modes), (BASELINE_DEVICE, "eager")]))
     shard_runs = {
-        which: [runs_root / f"{which}-shard-{k}" for k in range(1, shards + 1)] for which in devices
+        job: [runs_root / _shard_run(*job, k) for k in range(1, shards + 1)] for job in jobs
     }
     missing = [
         p.name for parts in shard_runs.values() for p in parts if not (p / "meta.json").is_file()
     ]
     if missing:
         raise ConfigError(f"shard runs missing: {', '.join(missing)}", where=str(runs_root))
-    merged: dict[str, Path] = {}
-    for which, parts in shard_runs.items():
-        target = f"{NIGHTLY_PREFIX}{stamp}-{which}"
+    merged: dict[tuple[str, str], Path] = {}
+    for (which, mode), parts in shard_runs.items():
+        target = f"{NIGHTLY_PREFIX}{stamp}-{which}" + ("" if mode == "eager" else f"-{mode}")
         code = _conformance(
             ["merge", *map(str, parts), "--runs-root", str(history), "--run-id", target]
         )
         if code != 0:
             return code
-        merged[which] = history / target
-    run_dir = merged[device]
-    if device != BASELINE_DEVICE:
-        join_baseline(run_dir, merged[BASELINE_DEVICE], BASELINE_DEVICE)
-    for step in (
-        ["ops", "snapshot", str(run_dir)],
-        ["ops", "triage", str(run_dir), "--top", "20"],
-        ["report", str(run_dir), "--out", str(report), "--history", str(history)]
-        + (["--baseline", str(merged[BASELINE_DEVICE])] if device != BASELINE_DEVICE else []),
-    ):
-        code = _conformance(step)
-        if code != 0:
-            return code
-    print(f"conformance nightly: report: {report / 'index.html'}")
-    return judge(run_dir)
+        merged[(which, mode)] = history / target
+    baseline = merged[(BASELINE_DEVICE, "eager")]
+    verdicts = []
+    for mode in modes:
+        run_dir = merged[(device, mode)]
+        out = report if mode == "eager" else report / mode
+        if device != BASELINE_DEVICE:
+            join_baseline(run_dir, baseline, BASELINE_DEVICE)
+        extra = ["--baseline", str(baseline)] if device != BASELINE_DEVICE else []
+        if mode != "eager" and (device, "eager") in merged:
+            extra += ["--modes", str(merged[(device, "eager")])]
+        for step in (
+            ["ops", "snapshot", str(run_dir)],
+            ["ops", "triage", str(run_dir), "--top", "20"],
+            ["report", str(run_dir), "--out", str(out), "--history", str(history), *extra],
+        ):
+            code = _conformance(step)
+            if code != 0:
+                return code
+        print(f"conformance nightly: {mode} report: {out / 'index.html'}")
+        verdicts.append(judge(run_dir))
+    return max(verdicts)
 
 
 def _stamp() -> str:
@@ -197,6 +234,7 @@ def _shard_command(args: argparse.Namespace) -> int:
         workers=args.workers,
         files=args.files,
         run_args=args.run_args,
+        modes=parse_modes(args.modes),
     )
 
 
@@ -208,6 +246,7 @@ def _finish_command(args: argparse.Namespace) -> int:
         history=Path(args.history),
         report=Path(args.report),
         run_id=args.run_id,
+        modes=parse_modes(args.modes),
     )
 
 

@@ -18,6 +18,7 @@ from conformance.store import read_meta
 from reports.compare import BaselineView, DiffView, build_baseline, build_diff
 from reports.entries import EntryRow, build_entries
 from reports.loading import OpCoverage, load_op_coverage, load_run
+from reports.modes import ModesView, build_modes
 from reports.tests_view import FailureGroup, build_failure_groups
 from reports.trends import Trends, build_trends
 from reports.viewmodel import (
@@ -61,6 +62,7 @@ class ReportModel:
     diff: DiffView | None = None
     trends: Trends | None = None
     amended_by: list[str] = field(default_factory=list)  # reruns whose outcomes it shows
+    modes: ModesView | None = None  # joined with a run of the other mode (eager, compile)
 
 
 def model_from_frame(
@@ -103,6 +105,7 @@ def build_model(
     compare_dir: str | Path | None = None,
     history_root: str | Path | None = None,
     amend: Sequence[str | Path] = (),
+    modes_dir: str | Path | None = None,
 ) -> ReportModel:
     """Read a run folder (with its ``op_coverage.json`` when present) amended by its
     reruns ``amend``, an optional baseline run, an earlier run to compare with, and a
@@ -114,7 +117,9 @@ def build_model(
     if before is not None:
         loaded[Path(compare_dir).resolve()] = before  # type: ignore[arg-type]
     trends = (
-        build_trends(history_root, backend=meta.backend or None, loaded=loaded)
+        build_trends(
+            history_root, backend=meta.backend or None, mode=meta.mode or "eager", loaded=loaded
+        )
         if history_root
         else None
     )
@@ -127,4 +132,7 @@ def build_model(
         meta, frame, coverage=coverage, baseline=baseline, before=before, trends=trends
     )
     model.amended_by = [read_meta(rerun).run_id for rerun in amend]
+    if modes_dir:
+        other_meta, other = load_run(modes_dir)
+        model.modes = build_modes(frame, meta, other, other_meta)
     return model

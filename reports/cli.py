@@ -47,6 +47,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="an earlier run: show new failures, fixes, new passes, new skips and upstream churn",
     )
     parser.add_argument(
+        "--modes",
+        metavar="RUN",
+        help="a run of the same selection in the other mode (eager or compile): tests that "
+        "fail in one mode only, by category and op",
+    )
+    parser.add_argument(
         "--history", metavar="RUNS_ROOT", help="a runs root: trends over its runs and releases"
     )
     parser.add_argument(
@@ -84,6 +90,7 @@ def run_report(args: argparse.Namespace) -> int:
         compare_dir=resolve(args.compare),
         history_root=args.history,
         amend=[resolve(ref) for ref in args.amend],  # type: ignore[misc]
+        modes_dir=resolve(args.modes),
     )
     written = render_report(model, args.out, formats)
     t = model.summary.totals

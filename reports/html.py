@@ -79,6 +79,8 @@ class _Writer:
         nav += [("triage.html", "Triage"), ("failures.html", "Failures"), ("search.html", "Search")]
         if m.diff:
             nav.append(("diff.html", "Diff"))
+        if m.modes:
+            nav.append(("modes.html", "Eager vs compile"))
         if m.trends:
             nav.append(("trends.html", "Trends"))
         return nav
@@ -217,6 +219,8 @@ def write_html(model: ReportModel, out_dir: Path) -> list[Path]:
             intro=f"Tests that failed in this run and passed in the baseline run "
             f"{model.baseline.meta.run_id}.",
         )
+    if model.modes:
+        w.page("modes.html.j2", "modes.html", "Eager against compile", modes=model.modes)
     if model.diff:
         shown = {
             kind.key: rows_block(rows_html(kind.rows.iloc[:DIFF_SHOWN], other=_other(kind.rows)))
@@ -293,6 +297,7 @@ def _write_ops(w: _Writer, model: ReportModel) -> None:
             f"ops/{row.slug}.html",
             f"Operator {row.op}",
             op=row,
+            modes=model.modes,
             dtypes=dtypes,
             grid=grid,
             test_pages=pages,

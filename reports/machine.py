@@ -36,7 +36,12 @@ __all__ = [
 #      ``detail`` ("" when its records differ), ``tests``, ``templates``, and ``cause`` (its
 #      records all read one missing lowering or unsupported feature); each row of
 #      ``missing_lowerings`` gains ``xfailed`` (its blocked tests that were expected failures).
-JSON_FORMAT = 3
+#   4: ``meta.amended_by`` lists the reruns whose outcomes the report shows; ``modes`` (or
+#      null) joins the run with a run in the other mode: ``eager_run``, ``compile_run``,
+#      ``common``, ``eager_passed``, ``compile_passed``, the test_ids that
+#      ``fail_compiled_only`` and ``fail_eager_only``, and both counts ``by_category`` and
+#      ``by_op``.
+JSON_FORMAT = 4
 HUD_FORMAT = 1
 #: Test ids listed in the HUD record: its ingest caps a record at 2 MB.
 HUD_FAILED_LIMIT = 1000
@@ -116,6 +121,7 @@ def json_summary(model: ReportModel) -> dict[str, Any]:
         ],
         "baseline": None,
         "diff": None,
+        "modes": None,
         "trends": model.trends.to_dict() if model.trends else None,
     }
     if model.baseline:
@@ -134,6 +140,19 @@ def json_summary(model: ReportModel) -> dict[str, Any]:
             "skipped_here_passed_there": b.skipped_here_passed_there,
             "backend_only_by_category": dict(b.by_category),
             "backend_only_tests": b.backend_only["test_id"].tolist(),
+        }
+    if model.modes:
+        v = model.modes
+        data["modes"] = {
+            "eager_run": v.eager.run_id,
+            "compile_run": v.compiled.run_id,
+            "common": v.common,
+            "eager_passed": v.eager_passed,
+            "compile_passed": v.compile_passed,
+            "fail_compiled_only": [row["test_id"] for row in v.compile_only],
+            "fail_eager_only": [row["test_id"] for row in v.eager_only],
+            "by_category": {name: [a, b] for name, a, b in v.by_category},
+            "by_op": {name: [a, b] for name, a, b in v.by_op},
         }
     if model.diff:
         data["diff"] = {
@@ -228,6 +247,21 @@ def markdown_summary(model: ReportModel, *, top: int = 10) -> str:
             f"(pass on the baseline); {b.both_failed:,} fail on both; "
             f"{b.skipped_here_passed_there:,} are skipped here but pass there.",
         ]
+    if model.modes:
+        v = model.modes
+        lines += [
+            "",
+            f"### Eager `{_code(v.eager.run_id)}` against compile `{_code(v.compiled.run_id)}`",
+            "",
+            f"{v.common:,} tests in both: {v.eager_passed:,} pass eager, {v.compile_passed:,} "
+            f"compiled; {len(v.compile_only):,} pass eager and fail compiled, "
+            f"{len(v.eager_only):,} fail eager and pass compiled.",
+            "",
+        ]
+        lines += _table(
+            ["category", "fail compiled only", "fail eager only"],
+            [[name, a, b] for name, a, b in v.by_category[:top]],
+        )
     if model.diff:
         lines += ["", f"### Changes since `{model.diff.before.run_id}`", ""]
         lines += _table(["change", "tests"], [[k.title, len(k.rows)] for k in model.diff.kinds])

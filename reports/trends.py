@@ -93,10 +93,12 @@ def build_trends(
     runs_root: str | Path,
     *,
     backend: str | None = None,
+    mode: str | None = None,
     loaded: dict[Path, tuple[RunMeta, pandas.DataFrame]] | None = None,
 ) -> Trends:
     """Trend points for every run under ``runs_root`` (only ``backend``'s runs, when
-    given, so a CPU baseline stored beside the backend's runs is not mixed in).
+    given, so a CPU baseline stored beside the backend's runs is not mixed in; only runs
+    of ``mode``, when given, so compile runs do not interleave with eager ones).
     ``loaded`` maps resolved run folders already read (the report's own run, the run it is
     compared with) to their contents, so they are not read twice."""
     loaded = loaded or {}
@@ -108,6 +110,8 @@ def build_trends(
             # Only the columns a trend point needs: a root may hold many large runs.
             meta, frame = load_run(run_dir, columns=["ops_fallback"])
         if backend is not None and meta.backend and meta.backend != backend:
+            continue
+        if mode is not None and (meta.mode or "eager") != mode:
             continue
         skipped = frame.loc[frame["outcome"].isin(SKIP_OUTCOMES), "category"]
         by_category = skipped.replace("", "other").value_counts()

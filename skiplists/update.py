@@ -252,7 +252,9 @@ def plan_update(
     # entries scoped to a compile run's mode are marked or pruned by it.
     mode = facts.meta.mode or "eager"
     plan.passing = [
-        s for s in stats.values() if s.passing and (s.entry.selector.mode == mode or mode == "eager")
+        s
+        for s in stats.values()
+        if s.passing and (s.entry.selector.mode == mode or mode == "eager")
     ]
     if mode != "eager":
         for addition in plan.additions:

@@ -79,12 +79,26 @@ def test_compiled_ops_decompose_to_lowered_ops_and_a_planted_bug_fails_in_both_m
     assert meta.env["CONFORMANCE_MODE"] == "compile"
     assert set(read_run(runs / "eager")[1]["mode"]) == {"eager"}
 
-    # The mode is in the report's summaries.
+    # The mode is in the report's summaries, and --modes joins the two runs.
     out = tmp_path / "report"
-    done = _conformance("report", str(runs / "compile"), "--out", str(out))
+    done = _conformance(
+        "report", str(runs / "compile"), "--modes", str(runs / "eager"), "--out", str(out)
+    )
     assert done.returncode == 0, done.stderr
-    assert json.loads((out / "summary.json").read_text())["meta"]["run"]["mode"] == "compile"
-    assert "(embedded:full, compile)" in (out / "summary.md").read_text()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["meta"]["run"]["mode"] == "compile"
+    markdown = (out / "summary.md").read_text()
+    assert "(embedded:full, compile)" in markdown
+    modes = summary["modes"]
+    rsub = "embedded/test_ops.py::TestCommon::test_compare_cpu_rsub_float32"
+    assert (modes["eager_run"], modes["compile_run"], modes["common"]) == ("eager", "compile", 2)
+    assert modes["fail_eager_only"] == [rsub] and modes["fail_compiled_only"] == []
+    assert modes["by_op"] == {"rsub": [0, 1]}  # exp fails in both: no difference
+    assert "1 fail eager and pass compiled" in markdown
+    assert "fail eager and pass compiled" in (out / "ops" / "rsub.html").read_text()
+    # Two runs of one mode do not join.
+    done = _conformance("report", str(runs / "compile"), "--modes", str(runs / "compile"))
+    assert done.returncode == 2 and "is a compile run, like this one" in done.stderr
 
 
 def test_upstream_tests_compile_through_compile_fn_with_the_device_backend(tmp_path):

@@ -23,7 +23,10 @@ def test_a_rehearsal_runs_the_nightly_steps_and_the_next_night_reuses_its_durati
     assert "--shard-durations" not in out  # the first night has no history to balance by
 
     runs = {meta.run_id: meta for meta in list_runs(tmp_path / "history")}
-    assert set(runs) == {"nightly-night1-emu", "nightly-night1-cpu"}
+    # Both modes on the device (the default), the cpu baseline eager.
+    assert set(runs) == {"nightly-night1-emu", "nightly-night1-emu-compile", "nightly-night1-cpu"}
+    assert runs["nightly-night1-emu-compile"].mode == "compile"
+    assert runs["nightly-night1-emu"].mode == runs["nightly-night1-cpu"].mode == "eager"
     emu_meta, emu = read_run(tmp_path / "history" / "nightly-night1-emu")
     cpu_meta, cpu = read_run(tmp_path / "history" / "nightly-night1-cpu")
     assert emu_meta.complete and cpu_meta.complete and emu_meta.shard == ""
@@ -35,13 +38,18 @@ def test_a_rehearsal_runs_the_nightly_steps_and_the_next_night_reuses_its_durati
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())
     assert summary["baseline"]["in_both"] == len(emu)
     assert (tmp_path / "report" / "index.html").is_file()
+    compiled = json.loads((tmp_path / "report" / "compile" / "summary.json").read_text())
+    assert compiled["meta"]["run"]["mode"] == "compile"
+    assert compiled["modes"]["eager_run"] == "nightly-night1-emu"
+    assert compiled["modes"]["common"] == len(emu)
 
     # The next night's machine: its shard is balanced by the last nightly of both devices.
     code = main(["nightly", "shard", "1/2", *small, "--runs-root", "night2"])
     assert code == 0
     out = capsys.readouterr().out
     durations = "--shard-durations history/nightly-night1-emu --shard-durations "
-    assert out.count(durations + "history/nightly-night1-cpu") == 2  # emu's and cpu's run
+    # emu's eager and compile runs and cpu's run
+    assert out.count(durations + "history/nightly-night1-cpu") == 3
     _, emu2 = read_run(tmp_path / "night2" / "emu-shard-1")
     _, cpu2 = read_run(tmp_path / "night2" / "cpu-shard-1")
     assert set(emu2["test_id"]) == set(cpu2["test_id"]) and len(emu2) < len(emu)
