@@ -201,6 +201,29 @@ def _unsupported_dtype(message: str) -> tuple[str, str] | None:
     return None
 
 
+# View semantics and copy-on-write, as upstream's checks word them (test_ops.py's
+# TestCommon and TestCompositeCompliance): the op aliases where its reference does not, or
+# the reverse; or a kernel materialized a lazy copy-on-write input it only reads.
+_RETURNS_VIEW = re.compile(r"The torch implementation returns a view, while the reference does not")
+_RETURNS_COPY = re.compile(
+    r"The reference returns a view, while the torch implementation does not|"
+    r"The torch implementation does not return a view, while the reference does"
+)
+_COW_MATERIALIZED = re.compile(
+    r"Argument \w+ during (?:forward|backward) call unexpectedly materializes"
+)
+
+
+def _aliasing(message: str) -> tuple[str, str] | None:
+    if _RETURNS_VIEW.search(message):
+        return "aliasing", "returns_view"
+    if _RETURNS_COPY.search(message):
+        return "aliasing", "returns_copy"
+    if _COW_MATERIALIZED.search(message):
+        return "aliasing", "cow_materialized"
+    return None
+
+
 def _assertion(message: str) -> tuple[str, str] | None:
     match = _MISMATCH_ATTRIBUTE.search(message)
     if match:
@@ -242,6 +265,7 @@ _RULES: tuple[Callable[[str], tuple[str, str] | None], ...] = (
     _missing_kernel,
     _feature,
     _unsupported_dtype,
+    _aliasing,
     _assertion,
 )
 
@@ -318,7 +342,9 @@ def classify_failure(exc: BaseException | None, text: str) -> tuple[str, str]:
     with the first operator named (``aten::cumsum.out``); unsupported_feature with one of
     :data:`~conformance.model.FEATURES` or the name the backend gave; unsupported_dtype
     with torch's dtype name (``float16``); numerical_mismatch with ``values`` or the
-    attribute that differs (``dtype``, ``shape``); wrong_error with ``message`` or
+    attribute that differs (``dtype``, ``shape``); aliasing with ``returns_view``,
+    ``returns_copy`` or ``cow_materialized``; compile_error with ``graph_break``,
+    ``backend_compiler`` or ``dynamo``; wrong_error with ``message`` or
     ``not_raised``; crash with the signal when known; timeout with the limit when known;
     other with the exception type name.
     """

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "ALIASING",
     "CATEGORIES",
     "COMPILE_ERRORS",
     "EMBEDDED_NAMESPACE",
@@ -74,6 +75,7 @@ CATEGORIES = (
     "unsupported_feature",
     "unsupported_dtype",
     "numerical_mismatch",
+    "aliasing",
     "wrong_error",
     "crash",
     "timeout",
@@ -85,6 +87,8 @@ CATEGORIES = (
     "other",
 )
 
+#: Values of ``detail`` for the aliasing category (view semantics, copy-on-write).
+ALIASING = ("returns_view", "returns_copy", "cow_materialized")
 #: Execution modes: a run's ``mode`` and every record's.
 MODES = ("eager", "compile")
 #: Values of ``detail`` for the compile_error category.

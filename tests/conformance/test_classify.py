@@ -433,3 +433,23 @@ def test_real_upstream_skip_decorators() -> None:
         "test_not_implemented_cpu": ("missing_lowering", "aten::cudnn_grid_sampler"),
         "test_native_cpu": ("not_applicable", "onlyNativeDeviceTypes"),
     }
+
+
+@pytest.mark.parametrize(
+    ("message", "detail"),
+    [
+        # test_ops.py TestCommon (python refs and others), as upstream words it
+        ("AssertionError: The torch implementation returns a view, while the reference does not", "returns_view"),
+        ("AssertionError: The reference returns a view, while the torch implementation does not", "returns_copy"),
+        # TestCompositeCompliance.test_cow_input
+        ("AssertionError: Argument 0 during forward call unexpectedly materializes. Either set "
+         "`supports_cow_input_no_materialize_forward=False` in this operation's OpInfo", "cow_materialized"),
+        ("AssertionError: Argument 2 during backward call unexpectedly materializes.", "cow_materialized"),
+    ],
+)  # fmt: skip
+def test_view_semantics_and_copy_on_write_are_aliasing(message: str, detail: str) -> None:
+    assert classify_failure(AssertionError(message.partition(": ")[2]), message) == (
+        "aliasing",
+        detail,
+    )
+    assert classify_failure(None, "E   " + message) == ("aliasing", detail)
