@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conformance.classify import classify_failure
-from tests.backend.test_training import _cnn, _mlp
+from tests.backend.test_training import _cnn, _mlp, _train
 
 
 @pytest.fixture(autouse=True)
@@ -62,22 +62,6 @@ def test_graphs_are_cached_and_reused(no_fallback):
     assert len(calls) == 1
 
 
-def _train(make_model, data, target, device, *, compiled, steps=3):
-    torch.manual_seed(0)
-    model = make_model().to(device)
-    forward = torch.compile(model, backend="emu") if compiled else model
-    x, y = data.to(device), target.to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    losses = []
-    for _ in range(steps):
-        loss = torch.nn.functional.cross_entropy(forward(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses, [p.detach().cpu() for p in model.parameters()]
-
-
 @pytest.mark.parametrize(
     "make_model, shape, target",
     [(_mlp, (5, 8), [0, 1, 2, 3, 0]), (_cnn, (2, 3, 8, 8), [0, 2])],
@@ -86,8 +70,9 @@ def _train(make_model, data, target, device, *, compiled, steps=3):
 def test_compiled_training_on_emu_equals_eager_cpu(no_fallback, make_model, shape, target):
     data = torch.randn(shape, generator=torch.Generator().manual_seed(1))
     target = torch.tensor(target)
-    cpu_losses, cpu_params = _train(make_model, data, target, "cpu", compiled=False)
-    emu_losses, emu_params = _train(make_model, data, target, "emu", compiled=True)
+    cpu_losses, cpu_params = _train(make_model, lambda: data, target, "cpu")
+    compiled = lambda model: torch.compile(model, backend="emu")  # noqa: E731
+    emu_losses, emu_params = _train(make_model, lambda: data, target, "emu", wrap=compiled)
     # Compiled graphs run decompositions (layer_norm, gelu, ...) where the CPU has fused
     # kernels: equal up to rounding, forward (losses) and backward (the updated parameters).
     torch.testing.assert_close(emu_losses, cpu_losses, rtol=1e-5, atol=1e-6)

@@ -42,14 +42,17 @@ def _cnn():
     )
 
 
-def _train(make_model, make_input, target, device, steps=3):
+def _train(make_model, make_input, target, device, steps=3, wrap=lambda model: model):
+    """Losses and final parameters of ``steps`` SGD steps; ``wrap`` makes the callable the
+    steps run the model through (``torch.compile``, say)."""
     torch.manual_seed(0)
     model = make_model().to(device)
+    forward = wrap(model)
     x, y = make_input().to(device), target.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     losses = []
     for _ in range(steps):
-        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss = torch.nn.functional.cross_entropy(forward(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
