@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from conformance.errors import ConfigError, ConformanceError
 from conformance.model import (
     EMBEDDED_NAMESPACE,
-    FORMAT_VERSION,
     RECORD_COLUMNS,
     RECORD_FORMAT,
     ResultRecord,
@@ -251,8 +250,10 @@ def read_run(
     elif parquet.exists():
         # Arrow builds the columns directly: an order of magnitude faster than records.
         # Fields newer than the run are not in its file: they read as their defaults.
-        present = set(_parquet_columns(parquet)) if meta.format_version < FORMAT_VERSION else None
-        table = _read_parquet_table(parquet, [n for n in names if present is None or n in present])
+        # (The footer's schema is read every time: a few microseconds, and a run whose
+        # writer predates a field reads right whatever its version number says.)
+        present = set(_parquet_columns(parquet))
+        table = _read_parquet_table(parquet, [n for n in names if n in present])
         for name in names:
             if name not in table.column_names:
                 table = table.append_column(name, _constant_column(name, table.num_rows))
