@@ -240,7 +240,9 @@ def _mode_env(args: Any) -> list[tuple[str, str, bool]]:
     test through ``TestCase.compile_fn`` (pointed at the device's backend by the agent)."""
     if getattr(args, "conformance_mode", "eager") != "compile":
         return []
-    settings = [("CONFORMANCE_MODE", "compile", True)]
+    from conformance.embedded import MODE_ENV
+
+    settings = [(MODE_ENV, "compile", True)]
     if not str(getattr(args, "conformance_suite", "") or "").startswith("embedded"):
         settings.append(("PYTORCH_TEST_WITH_INDUCTOR", "1", True))
     return settings

@@ -17,12 +17,11 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from conformance.embedded import SAMPLE_INDEX_ENV
 from conformance.errors import ConfigError
 
 __all__ = ["register", "repro_command"]
 
-#: Upstream's switch to run one sample of an OpInfo test; the embedded suite honours it too.
-SAMPLE_INDEX_ENV = "PYTORCH_OPINFO_SAMPLE_INPUT_INDEX"
 #: Where a repro's own run goes, so it never mixes with the runs it came from.
 REPRO_RUNS = "${TMPDIR:-/tmp}/conformance-repro"
 

@@ -55,7 +55,7 @@ def build_modes(
     modes = {meta.mode or "eager", other_meta.mode or "eager"}
     if modes != {"eager", "compile"}:
         raise ConfigError(
-            f"{other_meta.run_id} is a {other_meta.mode or 'eager'} run, like this one: "
+            f"{other_meta.run_id} ran in {other_meta.mode or 'eager'} mode, like this run: "
             "join an eager run with a compile run",
             where="--modes",
         )

@@ -178,22 +178,15 @@ def _check_header(
             line=keys.get("torch", line),
             field="torch",
         )
-    mode = header.get("mode", "")
-    if mode and mode not in MODES:
-        raise SkiplistError(
-            f"{mode!r} is not a mode; use one of {', '.join(MODES)}",
-            file=path,
-            line=keys.get("mode", line),
-            field="mode",
-        )
-    suite = header.get("suite", "")
-    if suite and suite not in SUITES:
-        raise SkiplistError(
-            f"{suite!r} is not a suite; use one of {', '.join(SUITES)}",
-            file=path,
-            line=keys.get("suite", line),
-            field="suite",
-        )
+    for key, allowed in (("mode", MODES), ("suite", SUITES)):
+        value = header.get(key, "")
+        if value and value not in allowed:
+            raise SkiplistError(
+                f"{value!r} is not a {key}; use one of {', '.join(allowed)}",
+                file=path,
+                line=keys.get(key, line),
+                field=key,
+            )
     if release and torch_version and release != torch_release(torch_version):
         raise SkiplistError(
             f"this file is for torch {release}, not {torch_version}",

@@ -14,13 +14,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["DEFAULT_SELECTION", "SELECTIONS", "SELECTION_ENV", "SUITE_DIR", "TEMPLATES"]
+__all__ = [
+    "DEFAULT_SELECTION",
+    "MODE_ENV",
+    "SAMPLE_INDEX_ENV",
+    "SELECTIONS",
+    "SELECTION_ENV",
+    "SUITE_DIR",
+    "TEMPLATES",
+]
 
 #: The folder holding the suite's test files; pass it to pytest.
 SUITE_DIR: Path = Path(__file__).resolve().parent
 
 #: Environment variable naming the selection, read at collection time.
 SELECTION_ENV = "CONFORMANCE_SELECTION"
+#: ``compile`` runs the templates' op calls under torch.compile (see ``_samples``).
+MODE_ENV = "CONFORMANCE_MODE"
+#: Upstream's switch to run one sample of an OpInfo test alone; the templates honour it.
+SAMPLE_INDEX_ENV = "PYTORCH_OPINFO_SAMPLE_INPUT_INDEX"
 
 #: The named selections, smallest first.
 SELECTIONS = ("smoke", "core", "full")

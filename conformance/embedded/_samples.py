@@ -24,6 +24,7 @@ import torch
 from torch.testing._internal.opinfo.core import SampleInput
 from torch.utils._pytree import tree_flatten, tree_map
 
+from conformance.embedded import MODE_ENV, SAMPLE_INDEX_ENV
 from conformance.embedded.selection import max_samples
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "SEED",
     "backward_grads",
     "call",
+    "compiled",
     "compiling",
     "cpu_samples",
     "device_tensors",
@@ -76,12 +78,6 @@ def error_inputs(op, device: str):
     """The OpInfo's error inputs, built on ``device`` (several are about device placement)."""
     torch.manual_seed(SEED)
     return list(op.error_inputs_func(op, device))
-
-
-#: ``compile`` runs the templates' op calls under torch.compile (see the module's doc).
-MODE_ENV = "CONFORMANCE_MODE"
-#: Upstream's switch to run one sample of an OpInfo test alone; the templates honour it.
-SAMPLE_INDEX_ENV = "PYTORCH_OPINFO_SAMPLE_INPUT_INDEX"
 
 
 def indexed(samples) -> Iterator[tuple[int, Any]]:
@@ -157,21 +153,20 @@ def call(fn, sample, **extra):
 
     In compile mode, a call on the device under test runs compiled."""
     torch.manual_seed(SEED)
+    run = fn
     if isinstance(sample, _UnderTest) and compiling():
-        fn = _compiled(fn, sample.device_under_test)
-    return fn(sample.input, *sample.args, **sample.kwargs, **extra)
+        run = compiled(lambda *args, **kwargs: fn(*args, **kwargs), sample.device_under_test)
+    return run(sample.input, *sample.args, **sample.kwargs, **extra)
 
 
-def _compiled(fn, device_type: str):
+def compiled(fn, device_type: str):
+    """``fn`` (a function or a module) under torch.compile with the device's compile
+    backend, as compile mode runs it: a fresh compilation (no cache limit reached, no
+    stale guards), the whole graph, static shapes."""
     from conformance.backends import compile_backend
 
-    torch._dynamo.reset()  # a fresh compilation: no cache limit reached, no stale guards
-    return torch.compile(
-        lambda *args, **kwargs: fn(*args, **kwargs),
-        backend=compile_backend(device_type),
-        fullgraph=True,
-        dynamic=False,
-    )
+    torch._dynamo.reset()
+    return torch.compile(fn, backend=compile_backend(device_type), fullgraph=True, dynamic=False)
 
 
 def to_cpu(result: Any) -> Any:

@@ -24,6 +24,7 @@ from torch.utils._pytree import tree_map
 
 from conformance.embedded._samples import (
     SEED,
+    compiled,
     compiling,
     indexed,
     noting,
@@ -58,11 +59,7 @@ def _forward(module, forward_input, device, *, under_test=False):
     args = _moved(forward_input.args, device)
     kwargs = _moved(forward_input.kwargs, device)
     if under_test and compiling():
-        from conformance.backends import compile_backend
-
-        torch._dynamo.reset()
-        backend = compile_backend(torch.device(device).type)
-        module = torch.compile(module, backend=backend, fullgraph=True, dynamic=False)
+        module = compiled(module, torch.device(device).type)
     torch.manual_seed(SEED)  # modules that draw random numbers draw the same ones
     return module(*args, **kwargs), args, kwargs
 

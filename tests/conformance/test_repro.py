@@ -112,6 +112,13 @@ CASES = [
 ]
 
 
+def test_scripts_seed_as_the_suite_does():
+    from conformance import repro_script
+    from conformance.embedded._samples import SEED
+
+    assert repro_script._SEED == SEED  # a script rebuilds the very sample the test drew
+
+
 def test_every_kind_of_script_is_covered():
     assert {SCRIPT_TEMPLATES[r["template"]] for r in CASES} == set(SCRIPT_TEMPLATES.values())
 
