@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import signal
 from collections.abc import Callable, Iterator
+from typing import Any
 
 __all__ = ["classify_failure", "classify_skip", "failing_sample", "missing_op"]
 
@@ -297,22 +298,30 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 # The embedded suite's note, and upstream's wrapper (common_device_type, when it tracks
 # the OpInfo's samples): "Caused by sample input at index 3: SampleInput(...)".
 _SAMPLE_NOTE = re.compile(r"^while testing (?:sample|error input|module input) (?P<index>\d+)\b")
-_UPSTREAM_SAMPLE = re.compile(r"Caused by (?:sample|error|module) input at index (?P<index>\d+):")
-_TRACKED_KINDS = ("sample input", "error input", "module input")
+_UPSTREAM_SAMPLE = re.compile(
+    r"Caused by (?:sample|reference|error|module) input at index (?P<index>\d+):"
+)
+_TRACKED_KINDS = ("sample input", "reference input", "error input", "module input")
 
 
-def failing_sample(exc: BaseException) -> int | None:
+def failing_sample(exc: BaseException, tracked: Any = None) -> int | None:
     """The index of the sample (or module input) a test failed on, where the test says:
-    upstream's tracked input or its message, or the embedded suite's note."""
+    upstream's tracked input (on the exception, or ``tracked``, the one upstream's wrapper
+    held when the test ended) or its message, or the embedded suite's note."""
     for error in _chain(exc):
-        tracked = getattr(error, "_tracked_input", None)
-        if tracked is not None and getattr(tracked, "type_desc", "") in _TRACKED_KINDS:
-            return int(tracked.index)
+        if (index := _tracked_index(getattr(error, "_tracked_input", None))) is not None:
+            return index
         for note in getattr(error, "__notes__", ()) or ():
             if found := _SAMPLE_NOTE.match(str(note)):
                 return int(found["index"])
         if error.args and (found := _UPSTREAM_SAMPLE.search(str(error.args[0]))):
             return int(found["index"])
+    return _tracked_index(tracked)
+
+
+def _tracked_index(tracked: Any) -> int | None:
+    if tracked is not None and getattr(tracked, "type_desc", "") in _TRACKED_KINDS:
+        return int(tracked.index)
     return None
 
 

@@ -1,36 +1,47 @@
-"""The standalone script ``conformance repro`` writes for a failing test of the embedded suite.
+"""The standalone script ``conformance repro`` writes for a failing OpInfo or ModuleInfo test.
 
-The script rebuilds the failing sample the way the suite's templates do (from the OpInfo or
-ModuleInfo database in the torch wheel, on the CPU, from the suite's seed), runs it on the
-device and on the CPU, and shows the difference or the exception. It needs only torch and
-the backend: the harness is not imported, so it can be mailed to whoever owns the kernel.
-It exits 0 when the device agrees with the CPU, 1 when it does not.
+The script rebuilds the failing sample the way the test drew it, runs it on the device and
+on the CPU, and shows the difference or the exception. It needs only torch and the backend:
+the harness is not imported, so it can be mailed to whoever owns the kernel. It exits 0
+when the device agrees with the CPU, 1 when it does not.
+
+How the sample is rebuilt follows the suite:
+
+- the embedded suite draws from the OpInfo or ModuleInfo database on the CPU, from the
+  suite's seed, and moves the sample to the device;
+- upstream's templates draw on the device through the OpInfo's ``sample_inputs``,
+  ``reference_inputs`` or ``error_inputs``, which seed every input from the qualified name
+  of the test function (``TestCommon.test_out``); the script calls them from a test case
+  of that name, with the arguments the template passes (:data:`UPSTREAM_TEMPLATES`).
 
 What a script checks follows the template that failed:
 
 - forward templates (``test_compare_cpu``, ``test_out``, ``test_out_warning``,
   ``test_variant_consistency_eager``, ``test_noncontiguous_samples``): the op's result on
-  the device against the CPU's, then what the template adds (``out=``, the method and
-  in-place variants, a non-contiguous copy of the sample), and the grads where the template
-  computes them;
-- ``test_fn_grad_compare_cpu``: grads for the suite's seeded cotangent;
+  the device against the CPU's, then what the template adds (``out=``, and for upstream's
+  ``test_out`` an ``out=`` on the wrong device; the method and in-place variants; a
+  non-contiguous copy of the sample), and the grads where the template computes them;
+- grad templates (the suite's ``test_fn_grad_compare_cpu``, upstream's ``test_fn_grad``
+  and ``test_fn_gradgrad``): grads for a seeded cotangent, device against CPU (upstream
+  gradchecks on the device instead; a wrong derivative shows in both);
 - ``test_forward_mode_AD``: gradcheck of the forward-mode derivative on the device;
 - ``test_errors``: the error input raises the exception and message the OpInfo documents;
-- ModuleInfo templates (``test_forward``, ``test_cpu_gpu_parity``): the module's forward
-  (and grads of inputs and parameters) against an identical module on the CPU.
+- ModuleInfo templates of the suite (``test_forward``, ``test_cpu_gpu_parity``): the
+  module's forward (and grads of inputs and parameters) against an identical module on
+  the CPU. Upstream's ModuleInfo templates expose no input index, so they get none.
 """
 
 from __future__ import annotations
 
 import re
 import string
-from typing import Any
+from typing import Any, NamedTuple
 
 from conformance.errors import ConfigError
 
-__all__ = ["SCRIPT_TEMPLATES", "script_for", "script_name"]
+__all__ = ["SCRIPT_TEMPLATES", "UPSTREAM_TEMPLATES", "script_for", "script_name"]
 
-#: Template -> the kind of check its script makes.
+#: Template of the embedded suite -> the kind of check its script makes.
 SCRIPT_TEMPLATES = {
     "test_compare_cpu": "forward",
     "test_out": "forward",
@@ -42,6 +53,40 @@ SCRIPT_TEMPLATES = {
     "test_errors": "errors",
     "test_forward": "module",
     "test_cpu_gpu_parity": "module",
+}
+
+
+class UpstreamDraw(NamedTuple):
+    """How an upstream template draws its inputs: the kind of check the script makes, the
+    OpInfo method it calls (``sample``, ``reference`` or ``error`` inputs), and Python
+    expressions (over ``op``, ``DTYPE`` and ``device_type``) for ``requires_grad`` and for
+    whether complex samples come conjugated too."""
+
+    kind: str
+    inputs: str = "sample"
+    requires_grad: str = "False"
+    conjugated: str = "False"
+
+
+_BACKWARD = "DTYPE in op.supported_backward_dtypes(device_type)"
+_CONJUGATED = "op.test_conjugated_samples and DTYPE.is_complex"
+
+#: Upstream templates (test_ops.py, test_ops_gradients.py, test_ops_fwd_gradients.py as of
+#: torch 2.13) a script is written for, and how each draws its inputs.
+UPSTREAM_TEMPLATES = {
+    "test_compare_cpu": UpstreamDraw("forward", "reference"),
+    "test_out": UpstreamDraw("forward"),
+    "test_out_warning": UpstreamDraw("forward"),
+    "test_noncontiguous_samples": UpstreamDraw("forward", requires_grad=_BACKWARD),
+    "test_variant_consistency_eager": UpstreamDraw(
+        "forward", requires_grad=_BACKWARD, conjugated=_CONJUGATED
+    ),
+    "test_errors": UpstreamDraw("errors", "error"),
+    "test_fn_grad": UpstreamDraw("grad", requires_grad="True", conjugated=_CONJUGATED),
+    "test_fn_gradgrad": UpstreamDraw("grad", requires_grad="True", conjugated=_CONJUGATED),
+    "test_forward_mode_AD": UpstreamDraw(
+        "forward_ad", requires_grad="True", conjugated=_CONJUGATED
+    ),
 }
 
 #: The embedded suite's seed (conformance.embedded._samples.SEED), written into scripts.
@@ -57,23 +102,20 @@ def script_name(record: dict[str, Any]) -> str:
 
 
 def script_for(record: dict[str, Any], *, device: str, selection: str, backend_module: str) -> str:
-    """The script's text for ``record``, a failing test of the embedded suite on ``device``.
+    """The script's text for ``record``, a failing test on ``device``.
 
-    ConfigError when the test has no standalone repro: not of the embedded suite, a
-    template without samples (``test_dtypes`` and the optimizer templates, whose message
-    already names what fails), or no recorded sample index."""
+    ConfigError when the test has no standalone repro: a template without samples
+    (``test_dtypes``, the optimizer templates, whose message already names what fails)
+    or one this module does not know, or no recorded sample index."""
     template = str(record["template"])
     where = str(record["test_id"])
-    if record.get("suite") != "embedded":
+    upstream = record.get("suite") != "embedded"
+    known = UPSTREAM_TEMPLATES if upstream else SCRIPT_TEMPLATES
+    if template not in known:
+        suite = "upstream" if upstream else "the embedded suite"
         raise ConfigError(
-            "standalone scripts are written for the embedded suite's tests; for an upstream "
-            "test, run the printed command (PYTORCH_OPINFO_SAMPLE_INPUT_INDEX runs one sample)",
-            where=where,
-        )
-    kind = SCRIPT_TEMPLATES.get(template)
-    if kind is None:
-        raise ConfigError(
-            f"template {template} tests no single sample (known: {', '.join(SCRIPT_TEMPLATES)})",
+            f"template {template} of {suite} has no standalone script (known: "
+            f"{', '.join(known)}); run the printed command",
             where=where,
         )
     index = int(record.get("sample_index", -1))
@@ -95,11 +137,26 @@ def script_for(record: dict[str, Any], *, device: str, selection: str, backend_m
         "dtype": repr(str(record["dtype"])),
         "index": repr(index),
         "template": repr(template),
+        "suite": repr("upstream" if upstream else "embedded"),
         "seed": repr(_SEED),
-        "reference": repr(template == "test_compare_cpu" and selection == "full"),
-        "training": repr(str(record.get("params", "")) != "training=False"),
     }
-    body = _MODULE_BODY if kind == "module" else _OP_BODY
+    if upstream:
+        draw = UPSTREAM_TEMPLATES[template]
+        test_class = str(record["test_class"])
+        fields["drawn_as"] = f"upstream's {test_class}.{template} does (on the device)"
+        fields["draw"] = string.Template(_UPSTREAM_DRAW).substitute(
+            test_class=repr(test_class),
+            requires_grad=draw.requires_grad,
+            conjugated=draw.conjugated,
+            reference=repr(draw.inputs == "reference"),
+        )
+    else:
+        fields["drawn_as"] = f"the conformance suite does (on the CPU, seed {_SEED})"
+        fields["draw"] = string.Template(_EMBEDDED_DRAW).substitute(
+            reference=repr(template == "test_compare_cpu" and selection == "full")
+        )
+        fields["training"] = repr(str(record.get("params", "")) != "training=False")
+    body = _MODULE_BODY if SCRIPT_TEMPLATES.get(template) == "module" and not upstream else _OP_BODY
     return string.Template(_HEAD + body).substitute(fields)
 
 
@@ -115,9 +172,9 @@ _HEAD = '''\
 Recorded as: $outcome
 $message
 
-Rebuilds the failing sample as the conformance suite does (its database in the torch
-wheel, on the CPU, seed $seed), runs it on the device and on the CPU, and prints what
-differs. Needs torch and the backend only. Exit 0: the device agrees with the CPU.
+Rebuilds the failing sample from its database in the torch wheel, as $drawn_as,
+runs it on the device and on the CPU, and prints what differs. Needs torch and the
+backend only. Exit 0: the device agrees with the CPU.
 """
 
 import sys
@@ -131,6 +188,7 @@ DEVICE = $device
 DTYPE = getattr(torch, $dtype) if $dtype else None  # test_errors runs without a dtype
 INDEX = $index
 TEMPLATE = $template
+SUITE = $suite
 SEED = $seed
 
 failures = []
@@ -181,21 +239,70 @@ def cotangent_grads(outputs, inputs):
 
 '''
 
+_EMBEDDED_DRAW = """
+REFERENCE = $reference  # the full selection adds the OpInfo's reference inputs
+requires_grad = TEMPLATE in ("test_fn_grad_compare_cpu", "test_forward_mode_AD") or (
+    TEMPLATE in ("test_variant_consistency_eager", "test_noncontiguous_samples")
+    and op.supports_autograd
+    and DTYPE in op.supported_backward_dtypes(device_type)
+)
+torch.manual_seed(SEED)
+if TEMPLATE == "test_errors":
+    inputs = op.error_inputs_func(op, DEVICE)
+else:
+    inputs = op.sample_inputs_func(op, "cpu", DTYPE, requires_grad)
+    if REFERENCE and op.reference_inputs_func is not None:
+        import itertools
+
+        more = op.reference_inputs_func(op, "cpu", DTYPE, requires_grad)
+        inputs = itertools.chain(inputs, more)
+drawn = next((x for i, x in enumerate(inputs) if i == INDEX), None)
+"""
+
+_UPSTREAM_DRAW = '''
+import unittest
+
+from torch.testing._internal.common_utils import set_rng_seed
+
+TEST_CLASS = $test_class
+requires_grad = $requires_grad
+conjugated = $conjugated  # complex dtypes add the conjugated samples
+
+
+def draw(self):
+    """The inputs as the upstream template draws them, on the device."""
+    set_rng_seed()  # what upstream's TestCase.setUp does
+    if TEMPLATE == "test_errors":
+        inputs = op.error_inputs(DEVICE)
+    elif $reference:
+        inputs = op.reference_inputs(DEVICE, DTYPE, requires_grad=requires_grad)
+    else:
+        extra = {"include_conjugated_inputs": True} if conjugated else {}
+        inputs = op.sample_inputs(DEVICE, DTYPE, requires_grad=requires_grad, **extra)
+    return next((x for i, x in enumerate(inputs) if i == INDEX), None)
+
+
+# Upstream seeds each input from the qualified name of the test function it finds on the
+# stack (TrackedInputIter): a test case of the template's class and name draws the same.
+draw.__name__, draw.__qualname__ = TEMPLATE, f"{TEST_CLASS}.{TEMPLATE}"
+drawn = getattr(type(TEST_CLASS, (unittest.TestCase,), {TEMPLATE: draw})(TEMPLATE), TEMPLATE)()
+'''
+
 _OP_BODY = '''
-from torch.testing._internal.common_methods_invocations import op_db
+import os
+
+os.environ.pop("PYTORCH_OPINFO_SAMPLE_INPUT_INDEX", None)  # the script picks its sample itself
+from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
 
 OP = $op
-REFERENCE = $reference  # the full selection adds the OpInfo's reference inputs
 
 op = next(o for o in op_db if o.full_name == OP)
 device_type = torch.device(DEVICE).type
+$draw
 if TEMPLATE == "test_errors":
-    torch.manual_seed(SEED)
-    errors = list(op.error_inputs_func(op, DEVICE))
-    if INDEX >= len(errors):
+    if drawn is None:
         sys.exit(f"{OP} has no error input {INDEX}: is this the torch the run used?")
-    error = errors[INDEX]
-    sample = error.sample_input
+    error, sample = drawn, drawn.sample_input
     print(f"error input {INDEX} of {OP}: {sample.summary()}")
     print(f"expected: {error.error_type.__name__} matching {error.error_regex!r}")
 
@@ -213,24 +320,12 @@ if TEMPLATE == "test_errors":
     check("the error input raises", raises)
     sys.exit(1 if failures else 0)
 
-requires_grad = TEMPLATE in ("test_fn_grad_compare_cpu", "test_forward_mode_AD") or (
-    TEMPLATE in ("test_variant_consistency_eager", "test_noncontiguous_samples")
-    and op.supports_autograd
-    and DTYPE in op.supported_backward_dtypes(device_type)
-)
-torch.manual_seed(SEED)
-samples = op.sample_inputs_func(op, "cpu", DTYPE, requires_grad)
-if REFERENCE and op.reference_inputs_func is not None:
-    import itertools
-
-    samples = itertools.chain(samples, op.reference_inputs_func(op, "cpu", DTYPE, requires_grad))
-cpu_sample = next((s for i, s in enumerate(samples) if i == INDEX), None)
-if cpu_sample is None:
+if drawn is None:
     sys.exit(f"{OP} has no sample {INDEX} in {DTYPE}: is this the torch the run used?")
-print(f"sample {INDEX} of {OP} in {DTYPE}: {cpu_sample.summary()}")
+print(f"sample {INDEX} of {OP} in {DTYPE}: {drawn.summary()}")
 
 
-def on(device, sample=cpu_sample):
+def on(device, sample=drawn):
     """The sample on ``device``: tensors copied, a device= keyword renamed."""
     copy = sample.transform(lambda x: moved(x, device))
     if isinstance(copy.kwargs.get("device"), (str, torch.device)):
@@ -271,6 +366,18 @@ if TEMPLATE == "test_out" and isinstance(expected, torch.Tensor):
         same(target, expected)
 
     check("out= on the device is written with the result", out)
+
+if TEMPLATE == "test_out" and SUITE == "upstream" and DEVICE != "cpu":
+
+    def wrong_device():
+        try:
+            call(op, device_sample, out=torch.empty_like(on_cpu(expected)))
+        except RuntimeError:
+            return
+        raise AssertionError(f"no RuntimeError with input.device={DEVICE} and out.device=cpu")
+
+    if isinstance(expected, torch.Tensor):
+        check("out= on the CPU is refused for inputs on the device", wrong_device)
 
 if TEMPLATE == "test_noncontiguous_samples":
     check(

@@ -21,6 +21,7 @@ controller: directly in a serial run, through ``config.workeroutput`` under xdis
 from __future__ import annotations
 
 import dataclasses
+import sys
 import unittest
 from collections.abc import Generator
 from contextlib import nullcontext
@@ -113,6 +114,7 @@ class TestRunAgent:
     ) -> None:
         from conformance.identity import identity_from_item
 
+        _keep_tracked_inputs()  # the test files are imported by now
         names = self.backend.device_names
         identities = {item.nodeid: identity_from_item(item, names) for item in items}
         self.identities = identities  # for the cause entries, once the tests have run
@@ -175,6 +177,7 @@ class TestRunAgent:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
+        _last_tracked.clear()
         if self.watchdog is None:
             return (yield)
         self._running = item
@@ -214,7 +217,7 @@ class TestRunAgent:
         ):
             category, detail = _classify(excinfo.value)
             failure = {"when": call.when, "category": category, "detail": detail}
-            sample = _failing_sample(excinfo.value)
+            sample = _failing_sample(excinfo.value, _last_tracked[0] if _last_tracked else None)
             if sample is not None:
                 failure["sample_index"] = sample
             report.user_properties.append(("failure", failure))
@@ -289,10 +292,38 @@ def _classify(exc: BaseException) -> tuple[str, str]:
     return classify_failure(exc, text)
 
 
-def _failing_sample(exc: BaseException) -> int | None:
+def _failing_sample(exc: BaseException, tracked: Any) -> int | None:
     from conformance.classify import failing_sample
 
-    return failing_sample(exc)
+    return failing_sample(exc, tracked)
+
+
+#: The input upstream's OpInfo test wrapper tracked when the running test ended.
+_last_tracked: list[Any] = []
+
+
+def _keep_tracked_inputs() -> None:
+    """Keep the input upstream's OpInfo test wrapper tracks as a test draws its samples.
+
+    Upstream names the failing sample in an exception that wraps the test's own, raised
+    only when PYTORCH_PRINT_REPRO_ON_FAILURE is on; the plugin turns that off so that tests
+    raise their own exceptions, which classify reads. The wrapper still tracks the input
+    and clears it when the test ends, through its module's ``clear_tracked_input``: that
+    function, replaced here, keeps the input in ``_last_tracked`` first."""
+    module = sys.modules.get("torch.testing._internal.common_device_type")
+    clear = getattr(module, "clear_tracked_input", None)
+    get = getattr(module, "get_tracked_input", None)
+    if clear is None or get is None or getattr(clear, "_conformance", False):
+        return
+
+    def clear_tracked_input() -> None:
+        tracked = get()
+        if tracked is not None:
+            _last_tracked[:] = [tracked]
+        clear()
+
+    clear_tracked_input._conformance = True  # type: ignore[attr-defined]
+    module.clear_tracked_input = clear_tracked_input
 
 
 def _trace_ops(device_type: str) -> Any:
