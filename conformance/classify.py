@@ -211,7 +211,8 @@ _RETURNS_COPY = re.compile(
     r"The torch implementation does not return a view, while the reference does"
 )
 _COW_MATERIALIZED = re.compile(
-    r"Argument \w+ during (?:forward|backward) call unexpectedly materializes"
+    r"(?:Argument \w+|Keyword argument '[^']*'|The output grad \d+) "
+    r"during (?:forward|backward) call unexpectedly materializes"
 )
 
 

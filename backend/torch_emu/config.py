@@ -20,6 +20,8 @@ PLANTS = {
     "noncontiguous": "aten::cos and cos.out read the input's memory in order, ignoring strides",
     "wrong_grad": "aten::tanh_backward returns twice the right gradient",
     "accepts_bad_dtype": "aten::bitwise_not on floating-point input returns -x - 1",
+    "materializes_cow": "aten::neg takes a writable alias of its input, materializing a "
+    "lazy copy-on-write input it only reads",
 }
 
 

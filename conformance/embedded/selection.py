@@ -226,6 +226,10 @@ _OP_APPLIES: dict[str, Callable] = {
     "test_errors": lambda op: op.error_inputs_func is not None,
     "test_fn_grad_compare_cpu": lambda op: op.supports_autograd,
     "test_forward_mode_AD": lambda op: op.supports_forward_ad,
+    "test_cow_input": lambda op: True,
+    # upstream instantiates these for every op and skips the ones whose OpInfo opts out
+    "test_conj_view": lambda op: op.test_conjugated_samples,
+    "test_neg_view": lambda op: op.test_neg_view,
 }
 
 # dtypes per template and selection: an OpDTypes mode plus the allowed dtypes (None: any).
@@ -261,6 +265,11 @@ _DTYPES: dict[str, dict[str, tuple[OpDTypes, tuple[torch.dtype, ...] | None]]] =
         "core": (OpDTypes.supported_backward, (_F32, _F64)),
         "full": (OpDTypes.supported_backward, (_F32, _F64, _C64)),
     },
+    # As upstream: copy-on-write is about storage, so one dtype tells.
+    "test_cow_input": {s: (OpDTypes.supported, (_F32,)) for s in SELECTIONS},
+    # The views of upstream's TestMathBits: conjugation on complex, negation on double.
+    "test_conj_view": {s: (OpDTypes.supported, (_C64,)) for s in SELECTIONS},
+    "test_neg_view": {s: (OpDTypes.supported, (_F64,)) for s in SELECTIONS},
     # gradcheck needs double precision, as upstream's gradient tests do.
     "test_forward_mode_AD": {
         "smoke": (OpDTypes.supported_backward, (_F64,)),

@@ -27,6 +27,7 @@ from torch.testing._internal.common_utils import TestCase, run_tests
 from torch.testing._internal.opinfo.core import DecorateInfo
 
 from conformance.embedded._samples import (
+    SEED,
     backward_grads,
     call,
     cpu_samples,
@@ -71,6 +72,16 @@ NOT_APPLYING: dict[tuple[str, str], str] = {
         )
         for name in ("cholesky_inverse", "geqrf", "linalg.eig", "ormqr", "triangular_solve")
     },
+    **{
+        (test, name): (
+            "op_db expects upstream's TestMathBits check to fail for this op on every device "
+            "and gives no reason; this template makes the same comparisons (grads through "
+            "torch.autograd.grad) and they hold on the CPU, where the expectation would only "
+            "report an unexpected success"
+        )
+        for test in ("test_conj_view", "test_neg_view")
+        for name in ("narrow", "stack")
+    },
     ("test_variant_consistency_eager", "chalf"): (
         "upstream sums the complex32 result before backward and the CPU has no complex32 "
         "sum; this template seeds backward with a cotangent of the result's shape instead"
@@ -78,17 +89,25 @@ NOT_APPLYING: dict[tuple[str, str], str] = {
 }
 
 
+#: The class of each template outside TestCommon (DecorateInfo names the class).
+_TEMPLATE_CLASS = {
+    "test_cow_input": "TestCompositeCompliance",
+    "test_conj_view": "TestMathBits",
+    "test_neg_view": "TestMathBits",
+}
+
+
 def _is_xfail(d, test_name: str) -> bool:
     return (
         isinstance(d, DecorateInfo)
-        and d.cls_name == "TestCommon"
+        and d.cls_name == _TEMPLATE_CLASS.get(test_name, "TestCommon")
         and d.test_name == test_name
         and all(x is unittest.expectedFailure for x in d.decorators)
     )
 
 
 def _without_xfails(op_list, test_name: str, drop) -> list:
-    """Copies of the OpInfos without the expected failures for ``TestCommon.test_name``
+    """Copies of the OpInfos without the expected failures for the template ``test_name``
     for which ``drop(op, decorate_info)`` is true. Skips and tolerances stay."""
     result = []
     for op in op_list:
@@ -447,6 +466,196 @@ class TestCommon(TestCase):
                     raise TypeError(f"{op.name} returned NotImplemented for these operands")
 
 
+class TestCompositeCompliance(TestCase):
+    """Templates named as upstream's ``TestCompositeCompliance``: how kernels treat their
+    inputs' storage, which a device's kernels decide for themselves."""
+
+    @ops(_ops_for("test_cow_input"), **dtypes_for("test_cow_input"))
+    def test_cow_input(self, device, dtype, op):
+        """Kernels only read a lazy copy-on-write input: forward and backward leave it lazy
+        (so no copy is made) and its data unchanged.
+
+        As upstream: every strided tensor argument (and every cotangent) is replaced by a
+        lazy clone (``torch._lazy_clone``) of itself. The OpInfo may declare that an op
+        materializes its inputs (``supports_cow_input_no_materialize_forward`` /
+        ``_backward``), or name the arguments it may materialize
+        (``allow_cow_input_materialize_forward`` / ``_backward``); even then the data seen
+        through the original must not change. Backward is checked where the op has
+        autograd, the OpInfo does not skip it (``skip_cow_input_backward``) and every
+        differentiable output is strided, for the positional arguments and the cotangents.
+        """
+        skip_in_compile_mode(self)  # copy-on-write is eager storage; a graph has none
+        for index, cpu_sample in indexed(
+            cpu_samples(op, dtype, requires_grad=op.supports_autograd)
+        ):
+            with noting(index, cpu_sample):
+                self._check_cow_sample(op, to_device(cpu_sample, device))
+
+    def _check_cow_sample(self, op, sample) -> None:
+        raw = {i: arg for i, arg in enumerate([sample.input, *sample.args])}
+        raw.update(sample.kwargs)
+        copies = {key: _snapshot(arg) for key, arg in raw.items()}
+        lazy = {key: torch._lazy_clone(arg) if _strided(arg) else arg for key, arg in raw.items()}
+        args = [lazy[i] for i in range(len(sample.args) + 1)]
+        kwargs = {key: lazy[key] for key in sample.kwargs}
+        result = op.get_op()(*args, **kwargs)
+        forward = (
+            op.supports_cow_input_no_materialize_forward,
+            op.allow_cow_input_materialize_forward,
+        )
+        for key, arg in lazy.items():
+            self._check_cow_arg(arg, raw[key], copies[key], key, "forward", *forward)
+
+        leaves = [t for t in tensor_outputs((args, kwargs)) if t.requires_grad]
+        if not op.supports_autograd or not leaves or op.skip_cow_input_backward:
+            return
+        result = sample.output_process_fn_grad(result) if sample.output_process_fn_grad else result
+        outputs = [t for t in tensor_outputs(result) if t.requires_grad]
+        if not outputs or not all(_strided(t) for t in outputs):
+            return
+        cotangents = [torch.ones_like(t) for t in outputs]
+        lazy_cotangents = [torch._lazy_clone(t) for t in cotangents]
+        torch.autograd.grad(outputs, leaves, lazy_cotangents, allow_unused=True, retain_graph=True)
+        backward = (
+            op.supports_cow_input_no_materialize_backward,
+            op.allow_cow_input_materialize_backward,
+        )
+        for i, arg in enumerate(args):  # as upstream: keyword arguments only forward
+            self._check_cow_arg(arg, raw[i], copies[i], i, "backward", *backward)
+        for i, (arg, cotangent) in enumerate(zip(lazy_cotangents, cotangents, strict=True)):
+            name = f"output grad {i}"
+            self._check_cow_arg(arg, cotangent, _snapshot(cotangent), name, "backward", *backward)
+
+    def _check_cow_arg(self, arg, raw, copy_, key, when, no_materialize, allowed) -> None:
+        if not _strided(arg):
+            return
+        if isinstance(key, int):
+            name = f"Argument {key} during {when} call"
+        elif key.startswith("output grad"):
+            name = f"The {key} during {when} call"
+        else:
+            name = f"Keyword argument '{key}' during {when} call"
+        # Checked before any data is read: reading through a writable pointer would
+        # materialize what it reads.
+        self.assertTrue(
+            torch._C._is_cow_tensor(raw),
+            msg=f"{name} unexpectedly materializes the original of its lazy clone",
+        )
+        still_lazy = torch._C._is_cow_tensor(arg)
+        if no_materialize and not (allowed is not None and key in allowed):
+            self.assertTrue(
+                still_lazy,
+                msg=f"{name} unexpectedly materializes: the kernel took a writable pointer "
+                "to an input it only reads",
+            )
+        self.assertTrue(
+            _same_data(arg if still_lazy else raw, copy_),
+            msg=f"{name}: the op changed the data of a copy-on-write input",
+        )
+
+
+class TestMathBits(TestCase):
+    """Templates named as upstream's ``TestMathBits``: lazy conjugate and negative views.
+
+    ``x.conj()`` and ``torch._neg_view(x)`` only set a bit on the tensor; kernels must honour
+    it. Each template computes the op on a sample and on the same values held as a view
+    with the bit set (the physically conjugated or negated tensor, viewed back), on the
+    device, and compares results, the in-place variant (whose result keeps the bit) and
+    grads, as upstream's namesakes do.
+    """
+
+    @ops(_ops_for("test_conj_view"), **dtypes_for("test_conj_view"))
+    def test_conj_view(self, device, dtype, op):
+        """Complex ops give the same results and grads on a conjugate view."""
+        bits = (torch.conj_physical, torch.conj, torch.is_conj, torch.is_complex)
+        self._check_math_view(op, dtype, device, *bits)
+
+    @ops(_ops_for("test_neg_view"), **dtypes_for("test_neg_view"))
+    def test_neg_view(self, device, dtype, op):
+        """Ops give the same results and grads on a negative view."""
+        bits = (torch.neg, torch._neg_view, torch.is_neg, torch.is_floating_point)
+        self._check_math_view(op, dtype, device, *bits)
+
+    def _check_math_view(self, op, dtype, device, physical, view, is_set, cotangent_kind) -> None:
+        """``physical`` makes the values the ``view`` then shows as the sample's; ``is_set``
+        reads the bit; outputs of ``cotangent_kind`` are also checked with a cotangent
+        held as a view."""
+        skip_in_compile_mode(self)  # the bits are eager tensor metadata
+        requires_grad = _backward_claimed(op, dtype, device)
+        for index, cpu_sample in indexed(cpu_samples(op, dtype, requires_grad=requires_grad)):
+            with noting(index, cpu_sample):
+                sample = to_device(cpu_sample, device)
+                self._check_view_sample(op, sample, physical, view, is_set, cotangent_kind)
+
+    def _check_view_sample(self, op, sample, physical, view, is_set, cotangent_kind) -> None:
+        def as_view(t: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+            with torch.no_grad():
+                held = physical(t)
+            return view(held).requires_grad_(requires_grad)
+
+        def with_view(value):
+            if isinstance(value, torch.Tensor):
+                return as_view(value, value.requires_grad)
+            items = [t.detach().clone().requires_grad_(t.requires_grad) for t in value]
+            items[0] = as_view(items[0], items[0].requires_grad)
+            return items
+
+        first = sample.input if isinstance(sample.input, torch.Tensor) else sample.input[0]
+        viewed = with_view(sample.input)
+        expected = op(sample.input, *sample.args, **sample.kwargs)
+        got = op(viewed, *sample.args, **sample.kwargs)
+        self.assertEqual(to_cpu(got), to_cpu(expected), msg="on a view with the bit set")
+
+        inplace = op.inplace_variant
+        if (
+            inplace is not None
+            and not sample.broadcasts_input
+            and isinstance(expected, torch.Tensor)
+            and expected.dtype is first.dtype
+        ):
+            result = inplace(as_view(first, False), *sample.args, **sample.kwargs)
+            self.assertTrue(is_set(result), msg="the in-place result on a view lost its bit")
+            self.assertEqual(to_cpu(result), to_cpu(expected), msg="in place on a view")
+
+        if not (isinstance(expected, torch.Tensor) and expected.requires_grad):
+            return
+        process = sample.output_process_fn_grad or (lambda x: x)
+        expected, got = process(expected), process(got)
+        viewed_first = viewed if isinstance(viewed, torch.Tensor) else viewed[0]
+        if not (first.requires_grad and viewed_first.requires_grad):
+            return
+        want = torch.autograd.grad(
+            expected.sum().abs(), first, retain_graph=True, allow_unused=True
+        )
+        have = torch.autograd.grad(
+            got.sum().abs(), viewed_first, retain_graph=True, allow_unused=True
+        )
+        self.assertEqual(to_cpu(have), to_cpu(want), msg="grads through a view")
+        if cotangent_kind(expected):
+            torch.manual_seed(SEED)
+            cotangent = torch.randn_like(expected)
+            want = torch.autograd.grad(expected, first, cotangent, allow_unused=True)
+            have = torch.autograd.grad(
+                got, viewed_first, as_view(cotangent, False), allow_unused=True
+            )
+            self.assertEqual(to_cpu(have), to_cpu(want), msg="grads for a cotangent view")
+
+
+def _strided(x) -> bool:
+    return isinstance(x, torch.Tensor) and x.layout == torch.strided
+
+
+def _snapshot(x):
+    return x.detach().to("cpu", copy=True) if isinstance(x, torch.Tensor) else x
+
+
+def _same_data(t: torch.Tensor, expected: torch.Tensor) -> bool:
+    t = t.detach().cpu()
+    return t.shape == expected.shape and bool(
+        ((t == expected) | (t.isnan() & expected.isnan())).all()
+    )
+
+
 #: The dtypes test_dtypes tries. complex32 is left out: its claims in op_db are incomplete
 #: (several ops work for it without claiming it), so checking it would only report noise.
 _ALL_DTYPES = tuple(all_types_and_complex_and(torch.bool, torch.half, torch.bfloat16))
@@ -470,6 +679,8 @@ def _with_input(sample, new_input):
 
 
 instantiate_device_type_tests(TestCommon, globals())
+instantiate_device_type_tests(TestCompositeCompliance, globals())
+instantiate_device_type_tests(TestMathBits, globals())
 
 if __name__ == "__main__":
     run_tests()

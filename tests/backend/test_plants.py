@@ -35,6 +35,11 @@ try:
 except RuntimeError:
     checks["bitwise_not float raises"] = True
 checks["bitwise_not int"] = torch.bitwise_not(torch.tensor([1, 2], device="emu")).cpu().tolist() == [-2, -3]
+lazy = torch._lazy_clone(e)
+checks["neg"] = same(torch.neg(lazy), -x)
+checks["neg keeps a lazy input lazy"] = torch._C._is_cow_tensor(lazy)
+lazy = torch._lazy_clone(e)
+checks["exp keeps a lazy input lazy"] = same(torch.exp(lazy), x.exp()) and torch._C._is_cow_tensor(lazy)
 print(json.dumps({"active": torch_emu.planted_bugs(), "checks": checks}))
 """
 
@@ -49,6 +54,9 @@ ALL_CORRECT = {
     "tanh grad": True,
     "bitwise_not float raises": True,
     "bitwise_not int": True,
+    "neg": True,
+    "neg keeps a lazy input lazy": True,
+    "exp keeps a lazy input lazy": True,
 }
 
 
@@ -71,7 +79,7 @@ def test_unplanted_ops_are_correct():
 
 @pytest.mark.slow
 def test_every_plant_breaks_exactly_its_ops():
-    report = _probe("wrong_result,ignores_out,noncontiguous,wrong_grad,accepts_bad_dtype")
+    report = _probe(",".join(torch_emu.planted_bugs()))
     assert all(report["active"].values())
     broken = {name for name, ok in report["checks"].items() if not ok}
     assert broken == {
@@ -82,6 +90,8 @@ def test_every_plant_breaks_exactly_its_ops():
         "cos transposed",  # noncontiguous (contiguous input stays right)
         "tanh grad",  # wrong_grad
         "bitwise_not float raises",  # accepts_bad_dtype
+        "neg keeps a lazy input lazy",  # materializes_cow (the result stays right)
+        "exp keeps a lazy input lazy",  # wrong_result's hook runs on the CPU alias: it fails
     }
 
 

@@ -1,7 +1,7 @@
 """Each bug planted in emu (``EMU_PLANT``) is caught by the template meant for it.
 
 Subprocesses on ``emu`` with the smoke selection: one run per plant runs only that plant's
-target (one template for one op) and must fail; one unplanted run of all five targets
+target (one template for one op) and must fail; one unplanted run of all the targets
 must pass.
 """
 
@@ -30,6 +30,7 @@ TARGETS = {
     "noncontiguous": ("test_ops.py", "test_noncontiguous_samples_cos_"),
     "wrong_grad": ("test_ops_gradients.py", "test_fn_grad_compare_cpu_tanh_"),
     "accepts_bad_dtype": ("test_ops.py", "test_dtypes_bitwise_not_"),
+    "materializes_cow": ("test_ops.py", "test_cow_input_neg_"),
 }
 
 #: Runs started at once: two, for the two cores.

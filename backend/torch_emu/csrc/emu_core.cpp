@@ -337,9 +337,15 @@ const bool hooks_registered = [] {
 // A CPU tensor over the same memory.  from_blob drops the conjugate and
 // negative bits, so they are copied across (otherwise conj views compute
 // on the unconjugated values).
-at::Tensor cpu_alias(const at::Tensor& t) {
+//
+// An alias the kernel writes (in-place self, out=) takes a writable pointer,
+// which gives a lazy copy-on-write tensor its own copy first.  An alias it
+// only reads takes the read-only pointer, so a copy-on-write input stays lazy
+// as on the CPU; nothing writes through that alias.
+at::Tensor cpu_alias(const at::Tensor& t, bool written = true) {
   if (!t.defined() || t.device().type() != kEmu) return t;
-  auto alias = at::from_blob(t.data_ptr(), t.sizes(), t.strides(),
+  void* data = written ? t.mutable_data_ptr() : const_cast<void*>(t.const_data_ptr());
+  auto alias = at::from_blob(data, t.sizes(), t.strides(),
                              t.options().device(c10::kCPU).requires_grad(false));
   if (t.is_conj()) alias._set_conj(true);
   if (t.is_neg()) alias._set_neg(true);
@@ -352,10 +358,15 @@ at::Tensor cpu_alias(const at::Tensor& t) {
   return alias;
 }
 
-std::vector<at::Tensor> cpu_aliases(at::TensorList ts) {
+// ``written[i]`` says whether tensor i is written; an empty list: all are.
+std::vector<at::Tensor> cpu_aliases(at::TensorList ts, const c10::List<bool>& written) {
+  TORCH_CHECK(written.empty() || written.size() == ts.size(), "emu: cpu_aliases got ",
+              ts.size(), " tensors and ", written.size(), " written flags");
   std::vector<at::Tensor> out;
   out.reserve(ts.size());
-  for (const auto& t : ts) out.push_back(cpu_alias(t));
+  for (size_t i = 0; i < ts.size(); ++i) {
+    out.push_back(cpu_alias(ts[i], written.empty() || written.get(i)));
+  }
   return out;
 }
 
@@ -467,7 +478,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
   // One side may be on the CPU; the CPU copy kernel handles dtype casts,
   // broadcasting and strides on the aliases.
   if (self.numel() == 0 && dst.numel() == 0) return dst;
-  cpu_alias(dst).copy_(cpu_alias(self));
+  cpu_alias(dst).copy_(cpu_alias(self, /*written=*/false));
   return dst;
 }
 
@@ -477,7 +488,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
-  return cpu_alias(self).item();
+  return cpu_alias(self, /*written=*/false).item();
 }
 
 at::Tensor nested_view_from_buffer(const at::Tensor&, const at::Tensor&, const at::Tensor&,
@@ -530,6 +541,13 @@ TORCH_LIBRARY_IMPL(aten, Negative, m) {
 // It is the C++ twin of torch_emu/lowering/kernels.py, which remains for
 // lowerings that need Python hooks; this one exists because it costs a few
 // microseconds per call instead of tens.
+// native_batch_norm updates running_mean and running_var in place although its
+// schema does not mark them written: their aliases must be writable too, or a
+// lazy copy-on-write input would be updated in the memory it shares.
+bool writes_unannotated(const c10::Argument& arg) {
+  return arg.name() == "running_mean" || arg.name() == "running_var";
+}
+
 class DerivedKernel final : public c10::OperatorKernel {
  public:
   explicit DerivedKernel(const c10::FunctionSchema& schema) {
@@ -537,6 +555,7 @@ class DerivedKernel final : public c10::OperatorKernel {
     for (size_t i = 0; i < args.size(); ++i) {
       const auto& info = args[i].alias_info();
       if (info && info->isWrite()) written_.push_back(static_cast<int>(i));
+      is_written_.push_back((info && info->isWrite()) || writes_unannotated(args[i]));
       if (args[i].type()->str().find("Generator") != std::string::npos) {
         generator_ = static_cast<int>(i);
       }
@@ -560,7 +579,7 @@ class DerivedKernel final : public c10::OperatorKernel {
     // Like CUDA, an op takes tensors from one device only; CPU tensors are
     // accepted as 0-dim scalars and, inside index lists, as indices.
     bool host_tensor = false;
-    auto alias_of = [&](const at::Tensor& t, bool host_ok) -> at::Tensor {
+    auto alias_of = [&](const at::Tensor& t, bool host_ok, bool written) -> at::Tensor {
       if (!t.defined()) return t;
       if (t.device().type() != kEmu) {
         if (t.dim() > 0 && !host_ok) host_tensor = true;
@@ -573,16 +592,18 @@ class DerivedKernel final : public c10::OperatorKernel {
                     "Expected all tensors to be on the same device, but found at least two "
                     "devices, emu:", static_cast<int>(device), " and ", t.device(), "!");
       }
-      return cpu_alias(t);
+      return cpu_alias(t, written);
     };
-    for (auto& v : args) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      auto& v = args[i];
+      const bool written = is_written_[i];
       if (v.isTensor()) {
-        v = alias_of(v.toTensor(), false);
+        v = alias_of(v.toTensor(), false, written);
       } else if (v.isTensorList()) {
         auto list = v.toTensorList();
         c10::List<at::Tensor> aliased;
         aliased.reserve(list.size());
-        for (const at::Tensor& t : list) aliased.push_back(alias_of(t, false));
+        for (const at::Tensor& t : list) aliased.push_back(alias_of(t, false, written));
         v = aliased;
       } else if (v.isList()) {
         auto list = v.toList();
@@ -590,7 +611,7 @@ class DerivedKernel final : public c10::OperatorKernel {
           c10::List<std::optional<at::Tensor>> aliased;
           for (const c10::IValue& item : list) {
             if (item.isTensor()) {
-              aliased.push_back(alias_of(item.toTensor(), true));
+              aliased.push_back(alias_of(item.toTensor(), true, written));
             } else {
               aliased.push_back(std::nullopt);
             }
@@ -671,6 +692,7 @@ class DerivedKernel final : public c10::OperatorKernel {
   }
 
   std::vector<int> written_;
+  std::vector<bool> is_written_;  // per argument: the kernel writes it
   int generator_ = -1;
   std::vector<int> returns_;
 };
@@ -817,7 +839,7 @@ int64_t initial_seed(int64_t index) {
 }
 
 TORCH_LIBRARY(emu, m) {
-  m.def("cpu_aliases(Tensor[] tensors) -> Tensor[]", TORCH_FN(cpu_aliases));
+  m.def("cpu_aliases(Tensor[] tensors, bool[] written=[]) -> Tensor[]", TORCH_FN(cpu_aliases));
   m.def("to_device(Tensor src, int index) -> Tensor", TORCH_FN(to_device));
   m.def("native_kernels() -> (str[], int[])", TORCH_FN(native_kernels));
   m.def("device_count() -> int", TORCH_FN(op_device_count));

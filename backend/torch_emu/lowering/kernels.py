@@ -6,7 +6,8 @@ lowerings that need Python around the same steps: hand-written kernels that
 delegate to it, and lowerings with the planted bugs' ``pre``/``post`` hooks.
 
 emu memory is host memory, so an emu tensor can be viewed as a CPU tensor
-without copying (``torch.ops.emu.cpu_aliases``).  A derived kernel swaps every
+without copying (``torch.ops.emu.cpu_aliases``; read-only for arguments the kernel
+only reads, so lazy copy-on-write inputs stay lazy).  A derived kernel swaps every
 emu tensor argument for its alias and calls the CPU kernel, then:
 
 - arguments the schema marks as written (in-place ``self``, ``out=``) already
@@ -55,6 +56,16 @@ class _Plan:
                 self.written.append((i, arg.name))
             if "Generator" in str(arg.type):
                 self.generator = (i, arg.name)
+        # Only written arguments get writable aliases: a copy-on-write input that is
+        # only read stays lazy (see cpu_alias in the core).
+        # native_batch_norm updates its running stats without marking them written.
+        unannotated = [
+            (i, a.name)
+            for i, a in enumerate(schema.arguments)
+            if a.name in ("running_mean", "running_var")
+        ]
+        self.written_at = frozenset(i for i, _ in self.written + unannotated)
+        self.written_names = frozenset(name for _, name in self.written + unannotated)
         written_sets = {
             frozenset(schema.arguments[i].alias_info.before_set): (i, name)
             for i, name in self.written
@@ -101,7 +112,9 @@ def _alias_args(plan: _Plan, args: tuple, kwargs: dict) -> tuple[list, dict, int
         first = args[positions[0]] if positions else kwargs[names[0]]
         device = first.device.index
         _check_one_device(device, args, kwargs, plan)
-        aliases = _aliases([args[i] for i in positions] + [kwargs[n] for n in names])
+        written = [i in plan.written_at for i in positions]
+        written += [n in plan.written_names for n in names]
+        aliases = _aliases([args[i] for i in positions] + [kwargs[n] for n in names], written)
         for i, alias in zip(positions, aliases[: len(positions)], strict=True):
             new_args[i] = alias
         if names:
@@ -114,7 +127,7 @@ def _alias_args(plan: _Plan, args: tuple, kwargs: dict) -> tuple[list, dict, int
             emu = [t for t in items if t is not None and not t.is_cpu]
             if device < 0:
                 device = emu[0].device.index
-            it = iter(_aliases(emu))
+            it = iter(_aliases(emu, [i in plan.written_at] * len(emu)))
             new_args[i] = [t if t is None or t.is_cpu else next(it) for t in items]
     return new_args, kwargs, device
 

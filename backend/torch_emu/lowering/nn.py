@@ -68,7 +68,7 @@ def native_dropout(input: torch.Tensor, p: float, train: bool | None) -> Any:
     # The CPU kernel draws its mask from the CPU default generator, which has
     # no argument to swap: lend it the emu generator's state for the call.
     device = input.device.index
-    alias = torch.ops.emu.cpu_aliases.default([input])[0]
+    alias = torch.ops.emu.cpu_aliases.default([input], [False])[0]
     device_gen, write_back = device_generator_state(None, device)
     saved = torch.default_generator.get_state()
     torch.default_generator.set_state(device_gen.get_state())

@@ -3,7 +3,7 @@
 Structured ops reach the backend through their ``.out`` overload even when
 called functionally or in place, but the functional and in-place overloads
 are lowered too, so that each call is a single kernel.  The ops that carry a
-planted bug (exp, sin.out, cos, tanh_backward, bitwise_not) are lowered here
+planted bug (exp, sin.out, cos, tanh_backward, bitwise_not, neg) are lowered here
 correctly; ``plants.py`` only adds hooks when EMU_PLANT asks for them.
 """
 
@@ -19,7 +19,8 @@ from torch_emu.lowering.registry import lower, lowering, resolve
 
 # Unary math.
 lower("aten::abs", "aten::abs.out", "aten::abs_")
-lower("aten::neg", "aten::neg.out", "aten::neg_")
+lower("aten::neg.out", "aten::neg_")  # aten::neg, with its plant, is below
+lower("aten::conj_physical.out")  # conj_physical and conj_physical_ reach it
 lower("aten::exp", "aten::exp.out", "aten::exp_", **plants.hooks("wrong_result"))
 lower("aten::exp2", "aten::exp2.out", "aten::exp2_")
 lower("aten::expm1", "aten::expm1.out", "aten::expm1_")
@@ -179,9 +180,19 @@ _sin_out = derived_kernel(resolve("aten::sin.out"))
 @lowering("aten::sin.out")
 def sin_out(self: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
     if plants.is_active("ignores_out"):
-        torch.sin(torch.ops.emu.cpu_aliases.default([self])[0])  # computed, then dropped
+        torch.sin(torch.ops.emu.cpu_aliases.default([self], [False])[0])  # computed, dropped
         return out
     return _sin_out(self, out=out)
+
+
+_neg = derived_kernel(resolve("aten::neg"))
+
+
+@lowering("aten::neg")
+def neg(self: torch.Tensor) -> torch.Tensor:
+    if plants.is_active("materializes_cow"):
+        torch.ops.emu.cpu_aliases.default([self])  # writable: a lazy copy-on-write input copies
+    return _neg(self)
 
 
 _bitwise_not = derived_kernel(resolve("aten::bitwise_not"))
@@ -190,7 +201,7 @@ _bitwise_not_out = derived_kernel(resolve("aten::bitwise_not.out"))
 
 def _planted_not(self: torch.Tensor) -> torch.Tensor | None:
     if plants.is_active("accepts_bad_dtype") and (self.is_floating_point() or self.is_complex()):
-        alias = torch.ops.emu.cpu_aliases.default([self])[0]
+        alias = torch.ops.emu.cpu_aliases.default([self], [False])[0]
         return -alias - 1
     return None
 
