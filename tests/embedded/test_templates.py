@@ -13,7 +13,7 @@ def _upstream_xfails(op, test_name: str) -> list:
     return [
         d
         for d in op.decorators
-        if getattr(d, "cls_name", None) == "TestCommon"
+        if getattr(d, "cls_name", None) == test_ops._TEMPLATE_CLASS.get(test_name, "TestCommon")
         and d.test_name == test_name
         and unittest.expectedFailure in d.decorators
     ]
