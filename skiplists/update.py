@@ -88,7 +88,9 @@ def _reason(category: str, detail: str, record: Mapping[str, Any], backend: str)
     first_line = next(
         (ln.strip() for ln in str(record.get("message") or "").splitlines() if ln.strip()), ""
     )
-    seen = first_line[:160] or f"outcome {record['outcome']}"
+    seen = (first_line if len(first_line) <= 160 else first_line[:157] + "...") or (
+        f"outcome {record['outcome']}"
+    )
     if category == "missing_lowering" and detail:
         return f"{detail} has no lowering on {backend}"
     if category == "unsupported_dtype" and detail:
@@ -200,7 +202,10 @@ def plan_update(
                 # A test that passed in another of the runs (a smaller selection with fewer
                 # samples, say) gets a non-strict xfail: its pass there is no fix.
                 mixed = tier == "xfail" and record["test_id"] in passed_somewhere
-                groups[(tier, category, detail, *where, mixed)].append(record)
+                # One entry per reason: failures of one template with different messages
+                # get entries that each say what they saw.
+                reason = _reason(category, detail, record, backend)
+                groups[(tier, category, detail, *where, mixed, reason)].append(record)
                 plan.failures += 1
     plan.explained = dict(explained)
     plan.stale = _stale_causes(skiplist, facts, explained, lowered or {})
@@ -222,7 +227,7 @@ def plan_update(
     per_template: dict[tuple[str, str, str], int] = defaultdict(int)
     for identity in facts.identities:
         per_template[(identity.file, identity.test_class, identity.template)] += 1
-    for (tier, category, detail, *where, mixed), records in sorted(groups.items()):
+    for (tier, category, detail, *where, mixed, reason), records in sorted(groups.items()):
         test_ids = sorted({r["test_id"] for r in records})
         file, test_class, template = where
         selector: dict[str, Any]
@@ -242,8 +247,7 @@ def plan_update(
                 "tier": tier,
                 "category": category,
                 "detail": detail,
-                "reason": _reason(category, detail, records[0], backend)
-                + (" (passes in another of the runs)" if mixed else ""),
+                "reason": reason + (" (passes in another of the runs)" if mixed else ""),
                 "review": review,
                 **({"strict": False} if mixed else {}),
             }

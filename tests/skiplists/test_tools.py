@@ -454,3 +454,32 @@ def test_update_turns_a_wholly_failing_template_into_one_entry(tmp_path: Path) -
     )
     [added] = plan_update(skiplists.Skiplist([]), facts, today=TODAY).additions
     assert len(added["test_id"]) == 3
+
+
+def test_update_gives_failures_of_one_template_an_entry_per_message() -> None:
+    from skiplists.update import plan_update
+
+    def failure(op: str, message: str) -> ResultRecord:
+        return record(
+            f"test_ops.py::TestViews::test_view_{op}_float32",
+            "failed",
+            template="test_view",
+            message=message,
+            category="other",
+            detail="RuntimeError",
+        )
+
+    split = "RuntimeError: tensor_split expected tensor_indices_or_sections to be on cpu"
+    storage = "RuntimeError: setStorage: sizes [2, 2] are out of bounds for storage of size 40"
+    records = [failure("tensor_split", split), failure("as_strided", storage)]
+    records.append(failure("hsplit", split))
+    facts = facts_from_frame(RunMeta(run_id="r", backend="emu"), _frame(records))
+    added = plan_update(skiplists.Skiplist([]), facts, today=TODAY).additions
+    by_reason = {a["reason"]: a["test_id"] for a in added}
+    assert by_reason == {
+        f"other on emu: {storage}": "test_ops.py::TestViews::test_view_as_strided_float32",
+        f"other on emu: {split}": [
+            "test_ops.py::TestViews::test_view_hsplit_float32",
+            "test_ops.py::TestViews::test_view_tensor_split_float32",
+        ],
+    }

@@ -20,7 +20,7 @@ from torch_emu.lowering.registry import lower, lowering, resolve
 # Unary math.
 lower("aten::abs", "aten::abs.out", "aten::abs_")
 lower("aten::neg.out", "aten::neg_")  # aten::neg, with its plant, is below
-lower("aten::conj_physical.out")  # conj_physical and conj_physical_ reach it
+lower("aten::conj_physical.out", "aten::conj_physical_")
 lower("aten::exp", "aten::exp.out", "aten::exp_", **plants.hooks("wrong_result"))
 lower("aten::exp2", "aten::exp2.out", "aten::exp2_")
 lower("aten::expm1", "aten::expm1.out", "aten::expm1_")
