@@ -82,7 +82,7 @@ def test_a_rerun_runs_exactly_the_selected_tests_and_leaves_the_base_run_alone(
     assert "in run base on cpu: failed (numerical_mismatch values)" in out
     lines = out.splitlines()
     command = lines[lines.index("run it alone:") + 1].strip()
-    assert "standalone scripts are written for the embedded suite's tests" in out
+    assert "template test_mismatch of upstream has no standalone script" in out
     assert command.startswith(f"cd {pytester.path} && ")
     assert "test_rerun.py::TestRerunCPU::test_mismatch_cpu_float32 --device cpu" in command
     # "python" as in the environment the runs were made in (this interpreter's).
