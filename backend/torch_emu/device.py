@@ -38,7 +38,26 @@ __all__ = [
     "synchronize",
 ]
 
-_ops = torch.ops.emu
+
+class _RuntimeOps:
+    """emu's runtime ops (device selection, seeding, RNG state, memory statistics), called
+    with torch function handling off. They are the device's runtime, not tensor math:
+    torch's generic code calls them under any mode (``freeze_rng_state`` saves every
+    device's RNG state, inside refs mode for one), and a mode must neither see nor refuse
+    them, as it never sees CUDA's."""
+
+    def __getattr__(self, name: str) -> Any:
+        op = getattr(torch.ops.emu, name).default
+
+        def call(*args: Any) -> Any:
+            with torch._C.DisableTorchFunction():
+                return op(*args)
+
+        setattr(self, name, call)  # found once, then an attribute
+        return call
+
+
+_ops = _RuntimeOps()
 
 
 def _index(device: Any = None) -> int:
@@ -157,7 +176,9 @@ def set_rng_state(new_state: torch.Tensor, device: Any = None) -> None:
     """Restore a state returned by :func:`get_rng_state`."""
     if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8:
         raise TypeError("set_rng_state: expected a torch.uint8 tensor from get_rng_state()")
-    _ops.set_rng_state(_index(device), new_state.cpu())
+    with torch._C.DisableTorchFunction():  # as _RuntimeOps: no mode sees the copy
+        state = new_state.cpu()
+    _ops.set_rng_state(_index(device), state)
 
 
 def get_rng_state_all() -> list[torch.Tensor]:

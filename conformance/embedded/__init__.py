@@ -50,6 +50,8 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "test_noncontiguous_samples",
         "test_dtypes",
         "test_errors",
+        "test_python_ref",
+        "test_python_ref_torch_fallback",
         "test_cow_input",
         "test_conj_view",
         "test_neg_view",

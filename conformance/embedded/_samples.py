@@ -35,6 +35,7 @@ __all__ = [
     "call",
     "compiled",
     "compiling",
+    "cpu_reference_inputs",
     "cpu_samples",
     "device_tensors",
     "error_inputs",
@@ -72,6 +73,14 @@ def cpu_samples(op, dtype: torch.dtype, *, requires_grad: bool = False, referenc
         extra = op.reference_inputs_func(op, "cpu", dtype, requires_grad)
         samples = itertools.chain(samples, extra)
     return _limited(samples, max_samples())
+
+
+def cpu_reference_inputs(op, dtype: torch.dtype):
+    """The op's reference inputs for ``dtype`` (its samples when it has none), as upstream's
+    ``OpInfo.reference_inputs`` gives them, generated on the CPU from :data:`SEED`."""
+    torch.manual_seed(SEED)
+    make = op.reference_inputs_func or op.sample_inputs_func
+    return _limited(make(op, "cpu", dtype, False), max_samples())
 
 
 def error_inputs(op, device: str):

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 from torch.testing._internal.common_device_type import OpDTypes
-from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.common_methods_invocations import op_db, python_ref_db
 from torch.testing._internal.common_modules import module_db
 from torch.testing._internal.common_optimizers import optim_db
 
@@ -40,6 +40,7 @@ __all__ = [
     "select_modules",
     "select_ops",
     "select_optimizers",
+    "select_refs",
 ]
 
 #: OpInfo full names in ``smoke``. The plant targets (exp, sin, cos, tanh, bitwise_not)
@@ -230,6 +231,9 @@ _OP_APPLIES: dict[str, Callable] = {
     # upstream instantiates these for every op and skips the ones whose OpInfo opts out
     "test_conj_view": lambda op: op.test_conjugated_samples,
     "test_neg_view": lambda op: op.test_neg_view,
+    # over python_ref_db (select_refs)
+    "test_python_ref": lambda op: True,
+    "test_python_ref_torch_fallback": lambda op: True,
 }
 
 # dtypes per template and selection: an OpDTypes mode plus the allowed dtypes (None: any).
@@ -270,6 +274,16 @@ _DTYPES: dict[str, dict[str, tuple[OpDTypes, tuple[torch.dtype, ...] | None]]] =
     # The views of upstream's TestMathBits: conjugation on complex, negation on double.
     "test_conj_view": {s: (OpDTypes.supported, (_C64,)) for s in SELECTIONS},
     "test_neg_view": {s: (OpDTypes.supported, (_F64,)) for s in SELECTIONS},
+    # Python references: one floating and one integer dtype tell whether the device's
+    # kernels compute what the reference's decomposition does.
+    **{
+        template: {
+            "smoke": (OpDTypes.supported, (_F32,)),
+            "core": (OpDTypes.supported, (_F32, _I64)),
+            "full": (OpDTypes.supported, (_F32, _I64)),
+        }
+        for template in ("test_python_ref", "test_python_ref_torch_fallback")
+    },
     # gradcheck needs double precision, as upstream's gradient tests do.
     "test_forward_mode_AD": {
         "smoke": (OpDTypes.supported_backward, (_F64,)),
@@ -324,14 +338,25 @@ def select_ops(template: str, selection: str | None = None, ops: Sequence = op_d
         raise ConfigError(f"unknown op template {template!r}", where="selection")
     applies = _OP_APPLIES[template]
     if selection == "smoke":
-        _check_names(SMOKE_OPS, {op.full_name for op in ops}, "ops")
+        _check_names(SMOKE_OPS, {op.full_name for op in op_db}, "ops")
         wanted = set(SMOKE_OPS)
-        chosen = [op for op in ops if op.full_name in wanted]
+        chosen = [op for op in ops if _torch_op(op).full_name in wanted]
     elif selection == "core":
-        chosen = [op for op in ops if is_core_op(op)]
+        chosen = [op for op in ops if is_core_op(_torch_op(op))]
     else:
         chosen = list(ops)
     return [op for op in chosen if applies(op)]
+
+
+def select_refs(template: str, selection: str | None = None) -> list:
+    """The Python references (``python_ref_db``) ``template`` runs over in ``selection``:
+    those of the selection's ops."""
+    return select_ops(template, selection, python_ref_db)
+
+
+def _torch_op(op):
+    """The op_db OpInfo a Python reference stands for (an OpInfo stands for itself)."""
+    return getattr(op, "torch_opinfo", None) or op
 
 
 def select_modules(selection: str | None = None, modules: Sequence = module_db) -> list:

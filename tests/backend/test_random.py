@@ -86,3 +86,20 @@ def test_random_out_variants_and_samplers_use_the_generator():
         draws.append(torch.cat([out, picks.float(), ints.float()]).cpu())
     assert draws[0].shape == (15,)
     assert torch.equal(draws[0], draws[1])
+
+
+def test_the_device_runtime_works_under_a_mode_that_refuses_every_torch_call():
+    # torch's freeze_rng_state saves and restores every device's RNG state, also inside
+    # refs mode, which refuses any torch call it has no reference for.
+    from torch._prims.context import TorchRefsMode
+    from torch.testing._utils import freeze_rng_state
+
+    torch.emu.manual_seed(3)
+    expected = torch.rand(4, device="emu").cpu()
+    torch.emu.manual_seed(3)
+    with TorchRefsMode(strict=True):
+        with freeze_rng_state():
+            pass
+        torch.emu.set_rng_state(torch.emu.get_rng_state())
+        assert torch.emu.current_device() == 0 and torch.emu.device_count() >= 1
+    assert torch.equal(torch.rand(4, device="emu").cpu(), expected)

@@ -2,7 +2,8 @@
 
 Each name below is a template and op whose check the suite had wrong (see the templates'
 comments): error inputs of reflected operators, out= of factory functions and of ops with
-Tensor[] outs, upstream expectations set aside in NOT_APPLYING, the optimizer templates.
+Tensor[] outs, upstream expectations set aside in NOT_APPLYING, the optimizer templates,
+the copy-on-write template's keyword arguments (checked forward only, as upstream).
 Against the CPU every one must pass: a failure or an unexpected success here is a bug in
 the suite.
 """
@@ -32,6 +33,10 @@ FORMER_FAILURES = (
     "test_fn_grad_compare_cpu_istft_cpu",
     "test_foreach_matches_forloop_Adam_cpu",
     "test_fused_matches_forloop_Adam_cpu",
+    # upstream's view-template xfails set aside; kwargs checked only forward
+    "test_neg_view_narrow_cpu",
+    "test_conj_view_cartesian_prod_cpu",
+    "test_cow_input_nn_functional_instance_norm_cpu",
 )
 
 

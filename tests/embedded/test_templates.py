@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import unittest
 
-from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.common_methods_invocations import op_db, python_ref_db
 
 from conformance.embedded import test_ops
 
@@ -21,7 +21,7 @@ def _upstream_xfails(op, test_name: str) -> list:
 
 def test_every_expectation_set_aside_exists_upstream():
     # An entry whose xfail torch no longer declares (or an OpInfo renamed) is stale.
-    by_name = {op.full_name: op for op in op_db}
+    by_name = {op.full_name: op for op in (*op_db, *python_ref_db)}
     for (test_name, name), reason in test_ops.NOT_APPLYING.items():
         assert name in by_name, f"{name}: no such OpInfo"
         assert _upstream_xfails(by_name[name], test_name), f"{name}: no xfail for {test_name}"
@@ -40,7 +40,7 @@ def test_set_aside_expectations_are_removed_and_others_kept():
 
 
 def test_out_returns_nothing_only_for_tensor_list_outs():
-    by_name = {op.full_name: op for op in op_db}
+    by_name = {op.full_name: op for op in (*op_db, *python_ref_db)}
     assert test_ops._out_returns_nothing(by_name["unbind_copy"])
     assert test_ops._out_returns_nothing(by_name["split_with_sizes_copy"])
     assert not test_ops._out_returns_nothing(by_name["sin"])
