@@ -297,10 +297,28 @@ def read_amended(
         if rerun_meta.amends != meta.run_id:
             amends = f"amends {rerun_meta.amends}" if rerun_meta.amends else "amends no run"
             raise ConfigError(f"{amends}, not {meta.run_id}", where=str(rerun))
+        if "ops_dispatched" in rerun_frame.columns and "--trace-ops" not in rerun_meta.command:
+            rerun_frame = _keep_traced_ops(rerun_frame, frames)
         frames.append(rerun_frame)
     amended = pandas.concat(frames, ignore_index=True)
     amended = amended.drop_duplicates("test_id", keep="last").reset_index(drop=True)
     return meta, amended
+
+
+def _keep_traced_ops(rerun: pandas.DataFrame, earlier: list[pandas.DataFrame]) -> pandas.DataFrame:
+    """A rerun made without ``--trace-ops`` recorded no dispatched ops: its tests keep the
+    ops the runs before it recorded (the ops a test dispatches do not change with its
+    outcome, and coverage snapshots of the amended view count them)."""
+    import pandas
+
+    before = pandas.concat(earlier, ignore_index=True).drop_duplicates("test_id", keep="last")
+    known = dict(zip(before["test_id"], before["ops_dispatched"], strict=True))
+    rerun = rerun.copy()
+    rerun["ops_dispatched"] = [
+        ops if len(ops) else known.get(test_id, ops)
+        for test_id, ops in zip(rerun["test_id"], rerun["ops_dispatched"], strict=True)
+    ]
+    return rerun
 
 
 def read_as_amended(

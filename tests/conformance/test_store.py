@@ -156,3 +156,25 @@ def test_runs_of_format_1_read_as_format_2(tmp_path, consolidated, suite, expect
     assert list(frame.columns) == list(RECORD_COLUMNS)
     _, some = read_run(run_dir, ["test_id", "outcome"])
     assert list(some.columns) == ["test_id", "outcome"] and some.iloc[0].test_id == row.test_id
+
+
+def test_an_untraced_rerun_keeps_the_ops_its_tests_dispatched_in_the_base(tmp_path):
+    from conformance.store import read_amended
+
+    base = RunWriter(tmp_path / "base", RunMeta(run_id="base", backend="emu", start_time="t0"))
+    base.write(record("a", "failed", ops_dispatched=["aten::lgamma.out"]))
+    base.write(record("b", "passed", ops_dispatched=["aten::add.Tensor"]))
+    base.close(collected=2)
+    for run_id, traced, ops in (("plain", False, []), ("traced", True, ["aten::exp"])):
+        command = ["conformance", "run", "--rerun", "base"] + (["--trace-ops"] if traced else [])
+        meta = RunMeta(run_id=run_id, backend="emu", start_time="t1", amends="base")
+        meta.command = command
+        rerun = RunWriter(tmp_path / run_id, meta)
+        rerun.write(record("a", "passed", ops_dispatched=ops))
+        rerun.close(collected=1)
+        _, frame = read_amended(tmp_path / "base", [tmp_path / run_id])
+        got = frame.set_index("test_id")
+        assert got.loc["a", "outcome"] == "passed"
+        # Untraced, the rerun recorded no ops: the base's stay. Traced, the rerun's win.
+        assert got.loc["a", "ops_dispatched"] == (ops or ["aten::lgamma.out"])
+        assert got.loc["b", "ops_dispatched"] == ["aten::add.Tensor"]
