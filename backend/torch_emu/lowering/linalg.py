@@ -1,4 +1,4 @@
-"""Matrix products: mm, bmm, addmm, dot, mv and their fused and batched relatives."""
+"""Linear algebra: matrix products, decompositions and solvers; and the FFT primitives."""
 
 from __future__ import annotations
 
@@ -16,3 +16,24 @@ lower("aten::dot", "aten::dot.out")
 lower("aten::vdot", "aten::vdot.out")
 lower("aten::mv", "aten::mv.out")
 lower("aten::addmv", "aten::addmv.out", "aten::addmv_")
+
+# Decompositions and solvers (LAPACK on the CPU aliases), ranked first by triage.
+lower("aten::_linalg_svd", "aten::_linalg_svd.U")
+lower("aten::linalg_inv_ex", "aten::linalg_inv_ex.inverse")
+lower("aten::_linalg_eigh", "aten::_linalg_eigh.eigenvalues")
+lower("aten::linalg_eig", "aten::linalg_eig.out", "aten::_linalg_eigvals")
+lower("aten::linalg_qr", "aten::linalg_qr.out")
+lower("aten::linalg_lu_factor_ex", "aten::linalg_lu_factor_ex.out")
+lower("aten::linalg_lu_solve", "aten::linalg_lu_solve.out")
+lower("aten::_linalg_solve_ex", "aten::_linalg_solve_ex.result")
+lower("aten::_linalg_slogdet", "aten::_linalg_slogdet.sign")
+lower("aten::linalg_cholesky_ex", "aten::linalg_cholesky_ex.L")
+lower("aten::linalg_lstsq.out")
+lower("aten::linalg_cross", "aten::linalg_cross.out")
+lower("aten::linalg_solve_triangular", "aten::linalg_solve_triangular.out")
+lower("aten::lu_unpack", "aten::lu_unpack.out")
+
+# Spectral: the three FFT primitives every torch.fft function reaches.
+lower("aten::_fft_c2c", "aten::_fft_c2c.out")
+lower("aten::_fft_r2c", "aten::_fft_r2c.out")
+lower("aten::_fft_c2r", "aten::_fft_c2r.out")
