@@ -29,3 +29,8 @@ lower("aten::bernoulli_.Tensor", "aten::bernoulli_.float")
 lower("aten::exponential_")
 lower("aten::randperm.generator_out")
 lower("aten::multinomial", "aten::multinomial.out")
+
+# In-place random fills: the derived kernel draws from the emu generator's state.
+lower("aten::geometric_")
+lower("aten::cauchy_")
+lower("aten::log_normal_")

@@ -124,3 +124,88 @@ lower("aten::upsample_bicubic2d", "aten::upsample_bicubic2d.out")
 lower("aten::upsample_bicubic2d_backward", "aten::upsample_bicubic2d_backward.grad_input")
 lower("aten::upsample_linear1d", "aten::upsample_linear1d.out")
 lower("aten::upsample_linear1d_backward", "aten::upsample_linear1d_backward.grad_input")
+
+# Activations, losses, pooling, sampling and embedding bags ranked by triage, with their
+# backward kernels.
+lower("aten::max_unpool3d", "aten::max_unpool3d.out")
+lower(
+    "aten::hardshrink.out",
+    "aten::hardshrink",
+    "aten::hardshrink_backward",
+    "aten::hardshrink_backward.grad_input",
+)
+lower(
+    "aten::softshrink.out",
+    "aten::softshrink",
+    "aten::softshrink_backward",
+    "aten::softshrink_backward.grad_input",
+)
+lower("aten::im2col", "aten::im2col.out", "aten::col2im", "aten::col2im.out")
+lower("aten::grid_sampler_2d", "aten::grid_sampler_2d_backward")
+lower("aten::segment_reduce", "aten::_segment_reduce_backward")
+lower("aten::huber_loss", "aten::huber_loss.out")
+lower("aten::mish.out", "aten::mish", "aten::mish_")
+lower("aten::_prelu_kernel", "aten::_prelu_kernel_backward")
+lower("aten::glu.out", "aten::glu", "aten::glu_backward", "aten::glu_backward.grad_input")
+lower("aten::hardswish", "aten::hardswish.out", "aten::hardswish_", "aten::hardswish_backward")
+lower(
+    "aten::multi_margin_loss",
+    "aten::multi_margin_loss.out",
+    "aten::multi_margin_loss_backward",
+    "aten::multi_margin_loss_backward.grad_input",
+)
+lower(
+    "aten::multilabel_margin_loss_forward",
+    "aten::multilabel_margin_loss_backward",
+    "aten::multilabel_margin_loss_backward.grad_input",
+)
+lower("aten::_ctc_loss", "aten::_ctc_loss_backward")
+lower(
+    "aten::hardsigmoid.out",
+    "aten::hardsigmoid",
+    "aten::hardsigmoid_",
+    "aten::hardsigmoid_backward",
+    "aten::hardsigmoid_backward.grad_input",
+)
+lower(
+    "aten::_upsample_nearest_exact1d.out",
+    "aten::_upsample_nearest_exact1d",
+    "aten::_upsample_nearest_exact1d_backward",
+    "aten::_upsample_nearest_exact1d_backward.grad_input",
+)
+lower(
+    "aten::fractional_max_pool2d.output",
+    "aten::fractional_max_pool2d",
+    "aten::fractional_max_pool2d_backward",
+    "aten::fractional_max_pool2d_backward.grad_input",
+)
+lower(
+    "aten::fractional_max_pool3d.output",
+    "aten::fractional_max_pool3d",
+    "aten::fractional_max_pool3d_backward",
+    "aten::fractional_max_pool3d_backward.grad_input",
+)
+lower("aten::_batch_norm_with_update", "aten::_batch_norm_with_update.out")
+lower("aten::grid_sampler_3d", "aten::grid_sampler_3d_backward")
+lower("aten::rrelu_with_noise", "aten::rrelu_with_noise.out", "aten::rrelu_with_noise_")
+lower("aten::_cdist_forward", "aten::_cdist_backward")
+lower("aten::_pdist_forward", "aten::_pdist_backward")
+lower("aten::_embedding_bag_forward_only")
+lower("aten::_embedding_bag", "aten::_embedding_bag_backward")
+lower("aten::native_group_norm_backward")
+lower("aten::_native_batch_norm_legit.out")
+lower("aten::_upsample_nearest_exact2d", "aten::_upsample_nearest_exact2d.out")
+lower(
+    "aten::_upsample_nearest_exact2d_backward",
+    "aten::_upsample_nearest_exact2d_backward.grad_input",
+)
+lower("aten::_upsample_nearest_exact3d", "aten::_upsample_nearest_exact3d.out")
+lower(
+    "aten::_upsample_nearest_exact3d_backward",
+    "aten::_upsample_nearest_exact3d_backward.grad_input",
+)
+lower("aten::huber_loss_backward.out")
+lower("aten::embedding_renorm_")
+lower("aten::_embedding_bag_per_sample_weights_backward")
+lower("aten::batch_norm_backward")
+lower("aten::_native_batch_norm_legit.no_stats_out")

@@ -222,3 +222,51 @@ def bitwise_not_out(self: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
         out.copy_(planted)
         return out
     return _bitwise_not_out(self, out=out)
+
+
+# Special functions (Bessel, orthogonal polynomials, zeta, Airy) and the remaining
+# elementwise ops ranked by triage.
+lower("aten::special_airy_ai.out", "aten::special_airy_ai")
+lower("aten::special_bessel_j0.out", "aten::special_bessel_j0")
+lower("aten::special_bessel_j1.out", "aten::special_bessel_j1")
+lower("aten::special_bessel_y0.out", "aten::special_bessel_y0")
+lower("aten::special_bessel_y1.out", "aten::special_bessel_y1")
+lower("aten::special_chebyshev_polynomial_t.out", "aten::special_chebyshev_polynomial_t")
+lower("aten::special_chebyshev_polynomial_u.out", "aten::special_chebyshev_polynomial_u")
+lower("aten::special_chebyshev_polynomial_v.out", "aten::special_chebyshev_polynomial_v")
+lower("aten::special_chebyshev_polynomial_w.out", "aten::special_chebyshev_polynomial_w")
+lower("aten::special_hermite_polynomial_h.out", "aten::special_hermite_polynomial_h")
+lower("aten::special_hermite_polynomial_he.out", "aten::special_hermite_polynomial_he")
+lower("aten::special_laguerre_polynomial_l.out", "aten::special_laguerre_polynomial_l")
+lower("aten::special_legendre_polynomial_p.out", "aten::special_legendre_polynomial_p")
+lower("aten::special_modified_bessel_i0.out", "aten::special_modified_bessel_i0")
+lower("aten::special_modified_bessel_i1.out", "aten::special_modified_bessel_i1")
+lower("aten::special_modified_bessel_k0.out", "aten::special_modified_bessel_k0")
+lower("aten::special_modified_bessel_k1.out", "aten::special_modified_bessel_k1")
+lower("aten::special_scaled_modified_bessel_k0.out", "aten::special_scaled_modified_bessel_k0")
+lower("aten::special_scaled_modified_bessel_k1.out", "aten::special_scaled_modified_bessel_k1")
+lower(
+    "aten::special_shifted_chebyshev_polynomial_t.out",
+    "aten::special_shifted_chebyshev_polynomial_t",
+)
+lower(
+    "aten::special_shifted_chebyshev_polynomial_u.out",
+    "aten::special_shifted_chebyshev_polynomial_u",
+)
+lower(
+    "aten::special_shifted_chebyshev_polynomial_v.out",
+    "aten::special_shifted_chebyshev_polynomial_v",
+)
+lower(
+    "aten::special_shifted_chebyshev_polynomial_w.out",
+    "aten::special_shifted_chebyshev_polynomial_w",
+)
+lower("aten::special_spherical_bessel_j0.out", "aten::special_spherical_bessel_j0")
+lower("aten::special_zeta.out", "aten::special_zeta")
+lower("aten::isin.Tensor_Tensor_out")
+lower("aten::frexp.Tensor_out")
+lower("aten::polar.out")
+lower("aten::gcd.out", "aten::gcd", "aten::gcd_")
+lower("aten::lcm.out", "aten::lcm", "aten::lcm_")
+lower("aten::bitwise_left_shift.Tensor_out")
+lower("aten::bitwise_right_shift.Tensor_out")

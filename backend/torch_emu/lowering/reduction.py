@@ -39,3 +39,21 @@ lower("aten::_cummax_helper")
 lower("aten::_cummin_helper")
 lower("aten::_logcumsumexp", "aten::_logcumsumexp.out")
 lower("aten::renorm", "aten::renorm.out", "aten::renorm_")
+
+# Medians, histograms, unique and hashing.
+lower("aten::hash_tensor.out", "aten::hash_tensor")
+lower("aten::median")
+lower("aten::nanmedian")
+lower("aten::unique_consecutive")
+lower("aten::histc", "aten::histc.out")
+lower("aten::nanmedian.dim_values")
+lower("aten::_unique")
+lower("aten::_histogramdd_bin_edges")
+lower("aten::histogram.bin_ct")
+lower("aten::bincount")
+lower("aten::unique_dim")
+lower("aten::median.dim_values")
+lower("aten::_histogramdd_from_bin_cts", "aten::_histogramdd_from_bin_tensors")
+lower(
+    "aten::histogram.bins_tensor", "aten::histogram.bins_tensor_out", "aten::histogram.bin_ct_out"
+)
