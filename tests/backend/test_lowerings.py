@@ -118,10 +118,10 @@ def test_core_op_families_match_cpu(no_fallback):
 def test_missing_lowering_raises_torch_standard_error(no_fallback):
     x = torch.ones(3, device="emu")
     with pytest.raises(NotImplementedError) as info:
-        torch.special.zeta(x, x)
+        torch.special.erfcx(x)
     match = MISSING.match(str(info.value))
     assert match is not None
-    assert match.groups() == ("aten::special_zeta.out", "emu")
+    assert match.groups() == ("aten::special_erfcx.out", "emu")
 
 
 def test_cpu_fallback_switch_and_counters(no_fallback):
@@ -129,17 +129,17 @@ def test_cpu_fallback_switch_and_counters(no_fallback):
     assert not torch_emu.cpu_fallback_enabled()
     torch_emu.set_cpu_fallback(True)
     assert torch_emu.cpu_fallback_enabled()
-    result = torch.special.zeta(x, x)
-    torch.special.zeta(x, x)
+    result = torch.special.erfcx(x)
+    torch.special.erfcx(x)
     assert result.device.type == "emu"
-    assert torch.allclose(result.cpu(), torch.special.zeta(x.cpu(), x.cpu()))
+    assert torch.allclose(result.cpu(), torch.special.erfcx(x.cpu()))
     torch.add(x, x)  # lowered: not counted
-    assert torch_emu.fallback_counts() == {"aten::special_zeta.out": 2}
+    assert torch_emu.fallback_counts() == {"aten::special_erfcx.out": 2}
     torch_emu.reset_fallback_counts()
     assert torch_emu.fallback_counts() == {}
     torch_emu.set_cpu_fallback(False)
-    with pytest.raises(NotImplementedError, match="special_zeta"):
-        torch.special.zeta(x, x)
+    with pytest.raises(NotImplementedError, match="special_erfcx"):
+        torch.special.erfcx(x)
     with pytest.raises(TypeError, match="expected a bool"):
         torch_emu.set_cpu_fallback(1)
 
