@@ -245,6 +245,13 @@ def run_command(args: argparse.Namespace) -> int:
         if not Path(path).is_file():
             raise ConfigError(f"no such file: {path}", where="--skiplist")
     _check_shard(args.shard)
+    if args.trace_ops and args.mode == "compile":
+        # Tracing is a TorchDispatchMode, and torch.compile refuses to run under one.
+        raise ConfigError(
+            "op tracing runs under a dispatch mode, which torch.compile cannot compile "
+            "through: trace an eager run",
+            where="--trace-ops",
+        )
     runs_root = Path(args.runs_root).resolve()
     if args.shard_durations:
         from conformance.store import resolve_run
