@@ -292,33 +292,38 @@ def read_amended(
     if columns is not None and "test_id" not in columns:
         raise ConfigError("an amended view needs the test_id column", where=str(base_dir))
     frames = [frame]
+    traced = _traced_ops({}, frame)  # test_id -> the ops its latest traced run dispatched
     for rerun in reruns:
         rerun_meta, rerun_frame = read_run(rerun, columns)
         if rerun_meta.amends != meta.run_id:
             amends = f"amends {rerun_meta.amends}" if rerun_meta.amends else "amends no run"
             raise ConfigError(f"{amends}, not {meta.run_id}", where=str(rerun))
-        if "ops_dispatched" in rerun_frame.columns and "--trace-ops" not in rerun_meta.command:
-            rerun_frame = _keep_traced_ops(rerun_frame, frames)
+        if "--trace-ops" in rerun_meta.command:
+            _traced_ops(traced, rerun_frame)
+        elif "ops_dispatched" in rerun_frame.columns:
+            # Recorded without --trace-ops, the rerun holds no ops: its tests keep the
+            # ones they dispatched before (the ops do not change with the outcome, and
+            # coverage snapshots of the amended view count them).
+            rerun_frame = rerun_frame.copy()
+            rerun_frame["ops_dispatched"] = [
+                ops if len(ops) else traced.get(test_id, ops)
+                for test_id, ops in zip(
+                    rerun_frame["test_id"], rerun_frame["ops_dispatched"], strict=True
+                )
+            ]
         frames.append(rerun_frame)
     amended = pandas.concat(frames, ignore_index=True)
     amended = amended.drop_duplicates("test_id", keep="last").reset_index(drop=True)
     return meta, amended
 
 
-def _keep_traced_ops(rerun: pandas.DataFrame, earlier: list[pandas.DataFrame]) -> pandas.DataFrame:
-    """A rerun made without ``--trace-ops`` recorded no dispatched ops: its tests keep the
-    ops the runs before it recorded (the ops a test dispatches do not change with its
-    outcome, and coverage snapshots of the amended view count them)."""
-    import pandas
-
-    before = pandas.concat(earlier, ignore_index=True).drop_duplicates("test_id", keep="last")
-    known = dict(zip(before["test_id"], before["ops_dispatched"], strict=True))
-    rerun = rerun.copy()
-    rerun["ops_dispatched"] = [
-        ops if len(ops) else known.get(test_id, ops)
-        for test_id, ops in zip(rerun["test_id"], rerun["ops_dispatched"], strict=True)
-    ]
-    return rerun
+def _traced_ops(traced: dict[str, Any], frame: pandas.DataFrame) -> dict[str, Any]:
+    """``traced`` updated with the ops each of ``frame``'s tests dispatched, if it has them."""
+    if "ops_dispatched" in frame.columns:
+        for test_id, ops in zip(frame["test_id"], frame["ops_dispatched"], strict=True):
+            if len(ops):
+                traced[test_id] = ops
+    return traced
 
 
 def read_as_amended(

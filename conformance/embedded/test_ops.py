@@ -572,7 +572,7 @@ class TestCompositeCompliance(TestCase):
                 self._check_cow_sample(op, to_device(cpu_sample, device))
 
     def _check_cow_sample(self, op, sample) -> None:
-        raw = {i: arg for i, arg in enumerate([sample.input, *sample.args])}
+        raw: dict = dict(enumerate([sample.input, *sample.args]))
         raw.update(sample.kwargs)
         copies = {key: _snapshot(arg) for key, arg in raw.items()}
         lazy = {key: torch._lazy_clone(arg) if _strided(arg) else arg for key, arg in raw.items()}
