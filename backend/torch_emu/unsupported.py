@@ -1,8 +1,10 @@
 """Features emu does not implement, each failing with an error that names it.
 
-Like TorchNeuron's first release, emu has no sparse layouts, no NestedTensor,
-no forward-mode AD and no per-channel quantization.  Instead of the generic
-"Could not run ..." message, these raise ``NotImplementedError`` containing
+Like TorchNeuron's first release, emu has no sparse layouts, no NestedTensor
+and no per-channel quantization.  (Forward-mode AD, which that release also
+lacked, works: autograd computes tangents with the lowered ops, and the core
+implements the zero tensors it makes for known-zero tangents.)  Instead of the
+generic "Could not run ..." message, these raise ``NotImplementedError`` containing
 ``unsupported feature '<name>'``, which the conformance harness classifies as
 ``unsupported_feature`` with the name as detail.
 """
@@ -19,7 +21,6 @@ __all__ = ["FEATURES", "UnsupportedRegistration", "install", "registrations"]
 FEATURES = {
     "sparse": "sparse layouts (COO, CSR, CSC, BSR, BSC) are not implemented on emu",
     "nested": "NestedTensor is not implemented on emu",
-    "forward_ad": "forward-mode AD (dual tensors) is not implemented on emu",
     "per_channel_quant": "per-channel quantization is not implemented on emu",
 }
 
@@ -83,11 +84,6 @@ def install() -> None:
         for name in names:
             aten.impl(name, _raiser(feature), "PrivateUse1")
             _registrations.append(UnsupportedRegistration(feature, f"aten::{name}", "PrivateUse1"))
-    # Dual tensors are made above the backend, in autograd: catch them there.
-    aten.impl("_make_dual", _raiser("forward_ad"), "AutogradPrivateUse1")
-    _registrations.append(
-        UnsupportedRegistration("forward_ad", "aten::_make_dual", "AutogradPrivateUse1")
-    )
     glob = torch.library.Library("_", "IMPL")
     for key, feature in _FALLBACK_KEYS.items():
         raiser = _raiser(feature)

@@ -27,6 +27,7 @@
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
@@ -342,8 +343,15 @@ const bool hooks_registered = [] {
 // which gives a lazy copy-on-write tensor its own copy first.  An alias it
 // only reads takes the read-only pointer, so a copy-on-write input stays lazy
 // as on the CPU; nothing writes through that alias.
+//
+// A zero tensor has no memory to alias: kernels the ZeroTensor key lets through
+// (dot, vdot, mul.Scalar, ...) read it as CPU zeros, and none may write it.
 at::Tensor cpu_alias(const at::Tensor& t, bool written = true) {
   if (!t.defined() || t.device().type() != kEmu) return t;
+  if (t._is_zerotensor()) {
+    TORCH_CHECK(!written, "emu: zero tensors are immutable; clone one before writing to it");
+    return at::zeros(t.sizes(), t.options().device(c10::kCPU).requires_grad(false));
+  }
   void* data = written ? t.mutable_data_ptr() : const_cast<void*>(t.const_data_ptr());
   auto alias = at::from_blob(data, t.sizes(), t.strides(),
                              t.options().device(c10::kCPU).requires_grad(false));
@@ -437,6 +445,33 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                                            c10::dtype_or_default(dtype));
 }
 
+// Zero tensors stand for derivatives known to be zero (forward- and backward-mode
+// AD make them).  As on the CPU they own no memory: the ZeroTensor dispatch key,
+// above the backend, gives them to the ops with a zero-tensor kernel and
+// materializes them as zeros for every other op.
+struct ZeroAllocator final : c10::Allocator {
+  static void nothing(void*) {}
+  c10::DataPtr allocate(size_t) override {
+    return {nullptr, nullptr, &nothing, c10::Device(kEmu, tls_current_device)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &nothing; }
+  void copy_data(void*, const void*, std::size_t) const override {}
+};
+
+ZeroAllocator zero_allocator;
+
+at::Tensor efficient_zero_tensor(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                                 std::optional<c10::Layout> layout,
+                                 std::optional<c10::Device> device, std::optional<bool>) {
+  TORCH_CHECK(!layout || *layout == c10::kStrided,
+              "emu: unsupported feature 'sparse': sparse layouts are not implemented on emu");
+  c10::DeviceGuard guard(c10::Device(kEmu, target_index(device)));
+  const auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1) |
+                    c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  return at::detail::empty_generic(size, &zero_allocator, keys, c10::dtype_or_default(dtype),
+                                   std::nullopt);
+}
+
 at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
                       std::optional<int64_t> storage_offset) {
   return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
@@ -500,6 +535,7 @@ at::Tensor nested_view_from_buffer(const at::Tensor&, const at::Tensor&, const a
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   EMU_IMPL(m, "empty.memory_format", TORCH_FN(empty_memory_format));
   EMU_IMPL(m, "empty_strided", TORCH_FN(empty_strided));
+  EMU_IMPL(m, "_efficientzerotensor", TORCH_FN(efficient_zero_tensor));
   EMU_IMPL(m, "as_strided", TORCH_FN(as_strided));
   EMU_IMPL(m, "view", TORCH_FN(at::native::view));
   EMU_IMPL(m, "_reshape_alias", TORCH_FN(at::native::_reshape_alias));

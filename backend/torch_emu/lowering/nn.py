@@ -146,7 +146,13 @@ lower("aten::segment_reduce", "aten::_segment_reduce_backward")
 lower("aten::huber_loss", "aten::huber_loss.out")
 lower("aten::mish.out", "aten::mish", "aten::mish_")
 lower("aten::_prelu_kernel", "aten::_prelu_kernel_backward")
-lower("aten::glu.out", "aten::glu", "aten::glu_backward", "aten::glu_backward.grad_input")
+lower(
+    "aten::glu.out",
+    "aten::glu",
+    "aten::glu_backward",
+    "aten::glu_backward.grad_input",
+    "aten::glu_jvp",
+)
 lower("aten::hardswish", "aten::hardswish.out", "aten::hardswish_", "aten::hardswish_backward")
 lower(
     "aten::multi_margin_loss",
