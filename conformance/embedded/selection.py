@@ -300,6 +300,10 @@ _DTYPES: dict[str, dict[str, tuple[OpDTypes, tuple[torch.dtype, ...] | None]]] =
         "core": (OpDTypes.supported, (_F32, _F64)),
         "full": (OpDTypes.supported, (_F32, _F64)),
     },
+    # As upstream: error inputs and Module.to() in float32 (test_to visits every dtype of
+    # the module itself).
+    "test_module_errors": {s: (OpDTypes.supported, (_F32,)) for s in SELECTIONS},
+    "test_to": {s: (OpDTypes.supported, (_F32,)) for s in SELECTIONS},
     **{
         name: {s: (OpDTypes.supported, (_F32,)) for s in SELECTIONS}
         for name in (

@@ -13,7 +13,17 @@ from torch_emu.lowering.registry import Lowering, LoweringError, records
 
 __all__ = ["FAMILIES", "Lowering", "LoweringError", "records", "register_all"]
 
-FAMILIES = ("pointwise", "reduction", "linalg", "indexing", "shape", "nn", "factory", "optim")
+FAMILIES = (
+    "pointwise",
+    "reduction",
+    "linalg",
+    "indexing",
+    "shape",
+    "nn",
+    "rnn",
+    "factory",
+    "optim",
+)
 
 
 def register_all() -> None:
