@@ -234,6 +234,7 @@ _OP_APPLIES: dict[str, Callable] = {
     # over python_ref_db (select_refs)
     "test_python_ref": lambda op: True,
     "test_python_ref_torch_fallback": lambda op: True,
+    "test_fake": lambda op: True,
 }
 
 # dtypes per template and selection: an OpDTypes mode plus the allowed dtypes (None: any).
@@ -284,6 +285,8 @@ _DTYPES: dict[str, dict[str, tuple[OpDTypes, tuple[torch.dtype, ...] | None]]] =
         }
         for template in ("test_python_ref", "test_python_ref_torch_fallback")
     },
+    # As upstream (OpDTypes.any_one): fake tensors propagate metadata, which one dtype tells.
+    "test_fake": {s: (OpDTypes.any_one, None) for s in SELECTIONS},
     # gradcheck needs double precision, as upstream's gradient tests do.
     "test_forward_mode_AD": {
         "smoke": (OpDTypes.supported_backward, (_F64,)),

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import unittest
 import warnings
 
 import torch
 import torch._prims_common as prims_common
 from torch._prims.context import TorchRefsMode
+from torch._subclasses import fake_tensor
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.testing._internal.common_device_type import instantiate_device_type_tests, ops
 from torch.testing._internal.common_dtype import all_types_and_complex_and
 from torch.testing._internal.common_utils import TestCase, run_tests
@@ -110,6 +113,7 @@ NOT_APPLYING: dict[tuple[str, str], str] = {
 
 #: The class of each template outside TestCommon (DecorateInfo names the class).
 _TEMPLATE_CLASS = {
+    "test_fake": "TestFakeTensor",
     "test_cow_input": "TestCompositeCompliance",
     "test_conj_view": "TestMathBits",
     "test_neg_view": "TestMathBits",
@@ -634,6 +638,90 @@ class TestCompositeCompliance(TestCase):
         )
 
 
+_SPARSE_NOT_COMPARABLE = "sparse outputs have no storage to compare aliasing with"
+
+
+class TestFakeTensor(TestCase):
+    """The template named as upstream's ``TestFakeTensor.test_fake``: fake tensors model the
+    device. ``torch.compile`` traces with fake tensors, so a device kernel whose outputs
+    differ from what the fake (meta) implementation predicts breaks compiled code that
+    eager runs accept."""
+
+    @ops(_ops_for("test_fake"), **dtypes_for("test_fake"))
+    def test_fake(self, device, dtype, op):
+        """For each sample, the op on fake copies of the device's tensors gives fake outputs
+        with the shape, dtype, device and strides of the device's real outputs, aliasing
+        the inputs as they do."""
+        skip_in_compile_mode(self)  # fake tensors are what compile mode traces with
+        if op.full_name in _FAKE_NOT_COMPARABLE or "sparse" in op.full_name:
+            self.skipTest(_FAKE_NOT_COMPARABLE.get(op.full_name, _SPARSE_NOT_COMPARABLE))
+        for index, cpu_sample in indexed(cpu_samples(op, dtype)):
+            with noting(index, cpu_sample):
+                sample = to_device(cpu_sample, device)
+                real = call(op, sample)
+                mode = FakeTensorMode()
+                fake_sample = sample.transform(functools.partial(_faked, mode))
+                try:
+                    with mode:
+                        fake = call(op, fake_sample)
+                except _NOT_MODELLED:
+                    continue  # outputs whose shape or value only real data gives
+                self._check_fake(real, fake, sample, fake_sample, op.name not in _FAKE_STRIDES)
+
+    def _check_fake(self, real, fake, sample, fake_sample, strides: bool) -> None:
+        reals, fakes = tree_leaves(real), tree_leaves(fake)
+        self.assertEqual(len(fakes), len(reals), msg="fake and real outputs")
+        for position, (r, f) in enumerate(zip(reals, fakes, strict=True)):
+            if not isinstance(r, torch.Tensor):
+                self.assertNotIsInstance(f, torch.Tensor, msg=f"output {position}")
+                continue
+            self.assertIsInstance(f, FakeTensor, msg=f"output {position}")
+            where = f"output {position}"
+            self.assertEqual(f.shape, r.shape, msg=f"{where}: shape")
+            self.assertEqual(f.dtype, r.dtype, msg=f"{where}: dtype")
+            self.assertEqual(f.device, r.device, msg=f"{where}: device")
+            if strides:
+                # Strides of dimensions of length 1, and of empty tensors, mean nothing.
+                same, _ = prims_common.check_significant_strides(f, r, only_cuda=False)
+                self.assertTrue(same, msg=f"{where}: strides {f.stride()} (fake) != {r.stride()}")
+            self.assertEqual(
+                _aliased(f, fake_sample), _aliased(r, sample), msg=f"{where}: aliases an input"
+            )
+
+
+#: Ops whose fake outputs cannot be compared here, as upstream's fake-tensor tests skip
+#: them: ``{OpInfo full name: why}``.
+_FAKE_NOT_COMPARABLE = {
+    "tensor_split": "reads the values of its CPU index tensor, which a fake copy does not hold",
+}
+
+#: Ops whose fake strides differ from the CPU kernel's own, so from any device built on it
+#: (upstream lists such ops too): ``{OpInfo name: why}``. Their strides are not compared.
+_FAKE_STRIDES = {
+    "nn.functional.max_unpool2d": "the CPU kernel keeps the input's channels-last strides, "
+    "which torch's meta function does not model",
+}
+
+#: What fake tensors refuse to predict: data-dependent output shapes and values, and ops
+#: with no fake implementation (which compile mode graph-breaks on).
+_NOT_MODELLED = (
+    fake_tensor.DynamicOutputShapeException,
+    fake_tensor.DataDependentOutputException,
+    fake_tensor.UnsupportedOperatorException,
+    fake_tensor.UnsupportedFakeTensorException,
+)
+
+
+def _faked(mode: FakeTensorMode, x):
+    return mode.from_tensor(x) if isinstance(x, torch.Tensor) else x
+
+
+def _aliased(output: torch.Tensor, sample) -> list[bool]:
+    """Which of the sample's tensors ``output`` shares storage with."""
+    storage = output.untyped_storage()
+    return [t.untyped_storage()._cdata == storage._cdata for t in device_tensors(sample)]
+
+
 class TestMathBits(TestCase):
     """Templates named as upstream's ``TestMathBits``: lazy conjugate and negative views.
 
@@ -795,6 +883,7 @@ def _with_input(sample, new_input):
 instantiate_device_type_tests(TestCommon, globals())
 instantiate_device_type_tests(TestCompositeCompliance, globals())
 instantiate_device_type_tests(TestMathBits, globals())
+instantiate_device_type_tests(TestFakeTensor, globals())
 
 if __name__ == "__main__":
     run_tests()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from torch_emu.lowering.registry import lower
+import torch
+
+from torch_emu.lowering.kernels import derived_kernel
+from torch_emu.lowering.registry import lower, lowering
 
 lower("aten::index.Tensor", "aten::index.Tensor_out")
 lower("aten::index_put", "aten::index_put_", "aten::_index_put_impl_")
@@ -28,4 +31,18 @@ lower("aten::take", "aten::take.out")
 lower("aten::put", "aten::put_")
 lower("aten::nonzero", "aten::nonzero.out")
 lower("aten::index_reduce", "aten::index_reduce.out", "aten::index_reduce_")
-lower("aten::nonzero_static", "aten::nonzero_static.out")
+lower("aten::nonzero_static.out")
+
+_nonzero_static = derived_kernel(torch.ops.aten.nonzero_static.default)
+
+
+@lowering("aten::nonzero_static")
+def nonzero_static(self, *, size, fill_value=-1):
+    # Column-major, as torch's fake tensors (and so compiled graphs) expect of a device
+    # that is not the CPU, MPS or XPU; the CPU kernel's result is row-major.
+    result = _nonzero_static(self, size=size, fill_value=fill_value)
+    rows = result.shape[0]
+    laid_out = torch.empty_strided(
+        result.shape, (1, max(rows, 1)), dtype=result.dtype, device=result.device
+    )
+    return laid_out.copy_(result)

@@ -3,12 +3,13 @@ convolution, pooling, embedding, losses and dropout."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
 
 from torch_emu import plants
-from torch_emu.lowering.kernels import device_generator_state, on_device
+from torch_emu.lowering.kernels import derived_kernel, device_generator_state, on_device
 from torch_emu.lowering.registry import lower, lowering
 
 lower("aten::_softmax", "aten::_softmax.out")
@@ -34,10 +35,96 @@ lower("aten::softplus", "aten::softplus.out")
 lower("aten::softplus_backward", "aten::softplus_backward.grad_input")
 
 lower("aten::native_layer_norm", "aten::native_layer_norm_backward")
-lower("aten::native_batch_norm", "aten::native_batch_norm.out")
 lower("aten::native_batch_norm_backward")
-lower("aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit.no_stats")
-lower("aten::_native_batch_norm_legit_no_training")
+lower("aten::_native_batch_norm_legit.no_stats")
+
+
+def _eval_saved_stats(result, input, running_mean, running_var, eps):
+    """Batch norm's saved statistics in eval mode as every device but the CPU returns them,
+    and as torch's fake tensors and decompositions model a non-CPU device (so compiled code
+    expects them): the running mean and 1/sqrt(running_var + eps), in the computation
+    dtype. The CPU kernel returns empty tensors instead."""
+    if running_mean is None or running_var is None:
+        return result
+    return (result[0], *_eval_stats(input, running_mean, running_var, eps))
+
+
+def _eval_stats(input, running_mean, running_var, eps):
+    dtype = torch.float32 if input.dtype in (torch.float16, torch.bfloat16) else input.dtype
+    return running_mean.to(dtype, copy=True), (running_var.to(dtype) + eps).rsqrt()
+
+
+def _eval_stats_out(derived, args, out, save_mean, save_invstd):
+    """The ``.out`` variants in eval mode: the CPU kernel writes ``out`` (its saved
+    statistics go to scratch tensors), then the statistics are written as
+    :func:`_eval_saved_stats` gives them, resizing the outs as ATen's resize_output does."""
+    input, _, _, running_mean, running_var, _, _, eps = args
+    derived(*args, out=out, save_mean=save_mean.new_empty(0), save_invstd=save_invstd.new_empty(0))
+    for target, value in zip(
+        (save_mean, save_invstd), _eval_stats(input, running_mean, running_var, eps), strict=True
+    ):
+        if target.shape != value.shape:
+            if target.numel():
+                warnings.warn(
+                    f"An output with one or more elements was resized since it had shape "
+                    f"{list(target.shape)}, which does not match the required output shape "
+                    f"{list(value.shape)}. Resizing outputs that are not empty is deprecated; "
+                    "pass an empty out= tensor or one of the result's shape.",
+                    stacklevel=2,
+                )
+            target.resize_(value.shape)
+        target.copy_(value)
+    return out, save_mean, save_invstd
+
+
+_native_batch_norm = derived_kernel(torch.ops.aten.native_batch_norm.default)
+_batch_norm_legit = derived_kernel(torch.ops.aten._native_batch_norm_legit.default)
+_batch_norm_no_training = derived_kernel(
+    torch.ops.aten._native_batch_norm_legit_no_training.default
+)
+
+
+@lowering("aten::native_batch_norm")
+def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    result = _native_batch_norm(
+        input, weight, bias, running_mean, running_var, training, momentum, eps
+    )
+    return result if training else _eval_saved_stats(result, input, running_mean, running_var, eps)
+
+
+@lowering("aten::_native_batch_norm_legit")
+def native_batch_norm_legit(
+    input, weight, bias, running_mean, running_var, training, momentum, eps
+):
+    result = _batch_norm_legit(
+        input, weight, bias, running_mean, running_var, training, momentum, eps
+    )
+    return result if training else _eval_saved_stats(result, input, running_mean, running_var, eps)
+
+
+_native_batch_norm_out = derived_kernel(torch.ops.aten.native_batch_norm.out)
+_batch_norm_legit_out = derived_kernel(torch.ops.aten._native_batch_norm_legit.out)
+
+
+@lowering("aten::native_batch_norm.out")
+def native_batch_norm_out(*args, out, save_mean, save_invstd):
+    if args[5]:  # training
+        return _native_batch_norm_out(*args, out=out, save_mean=save_mean, save_invstd=save_invstd)
+    return _eval_stats_out(_native_batch_norm_out, args, out, save_mean, save_invstd)
+
+
+@lowering("aten::_native_batch_norm_legit.out")
+def native_batch_norm_legit_out(*args, out, save_mean, save_invstd):
+    if args[5]:  # training
+        return _batch_norm_legit_out(*args, out=out, save_mean=save_mean, save_invstd=save_invstd)
+    return _eval_stats_out(_batch_norm_legit_out, args, out, save_mean, save_invstd)
+
+
+@lowering("aten::_native_batch_norm_legit_no_training")
+def native_batch_norm_no_training(input, weight, bias, running_mean, running_var, momentum, eps):
+    result = _batch_norm_no_training(input, weight, bias, running_mean, running_var, momentum, eps)
+    return _eval_saved_stats(result, input, running_mean, running_var, eps)
+
 
 # convolution is CompositeExplicitAutograd, but its composite routes unknown
 # backends to convolution_overrideable; lowering it directly runs the CPU one.
@@ -201,7 +288,6 @@ lower("aten::_pdist_forward", "aten::_pdist_backward")
 lower("aten::_embedding_bag_forward_only")
 lower("aten::_embedding_bag", "aten::_embedding_bag_backward")
 lower("aten::native_group_norm_backward")
-lower("aten::_native_batch_norm_legit.out")
 lower("aten::_upsample_nearest_exact2d", "aten::_upsample_nearest_exact2d.out")
 lower(
     "aten::_upsample_nearest_exact2d_backward",
