@@ -22,6 +22,10 @@ PLANTS = {
     "accepts_bad_dtype": "aten::bitwise_not on floating-point input returns -x - 1",
     "materializes_cow": "aten::neg takes a writable alias of its input, materializing a "
     "lazy copy-on-write input it only reads",
+    "column_major": "aten::tril returns 2-D results in column-major memory, a layout torch's "
+    "meta function (and so fake tensors and compiled code) does not predict",
+    "device_check_first": "aten::embedding runs a derived kernel, whose device check comes "
+    "before embedding's own argument checks",
 }
 
 

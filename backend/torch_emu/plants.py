@@ -38,6 +38,13 @@ def _read_memory_order(args: list, kwargs: dict) -> None:
     args[0] = x.as_strided(x.shape, torch.empty(x.shape, device="meta").stride())
 
 
+def _column_major(result: Any) -> None:
+    # The same values in column-major memory.
+    if isinstance(result, torch.Tensor) and result.dim() == 2 and result.numel() > 1:
+        data = result.t().contiguous()
+        result.set_(data.untyped_storage(), 0, result.shape, (1, result.shape[0]))
+
+
 def hooks(plant: str) -> dict[str, Callable]:
     """The ``pre``/``post`` hooks for ``plant`` when it is active, else an empty dict."""
     if plant not in _active:
@@ -48,6 +55,8 @@ def hooks(plant: str) -> dict[str, Callable]:
         return {"post": _scale(2.0)}
     if plant == "noncontiguous":
         return {"pre": _read_memory_order}
+    if plant == "column_major":
+        return {"post": _column_major}
     raise KeyError(f"plant {plant!r} has no generic hooks")
 
 

@@ -55,9 +55,10 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "test_cow_input",
         "test_conj_view",
         "test_neg_view",
+        "test_fake",
     ),
     "test_ops_gradients.py": ("test_fn_grad_compare_cpu", "test_forward_mode_AD"),
-    "test_modules.py": ("test_forward", "test_cpu_gpu_parity"),
+    "test_modules.py": ("test_forward", "test_cpu_gpu_parity", "test_errors", "test_to"),
     "test_optim.py": (
         "test_step_matches_cpu",
         "test_foreach_matches_forloop",

@@ -40,6 +40,11 @@ checks["neg"] = same(torch.neg(lazy), -x)
 checks["neg keeps a lazy input lazy"] = torch._C._is_cow_tensor(lazy)
 lazy = torch._lazy_clone(e)
 checks["exp keeps a lazy input lazy"] = same(torch.exp(lazy), x.exp()) and torch._C._is_cow_tensor(lazy)
+checks["tril row-major"] = torch.tril(e).stride() == (3, 1) and same(torch.tril(e), x.tril())
+try:
+    torch.nn.functional.embedding(torch.zeros(2, device="emu"), torch.ones(3, 2))
+except RuntimeError as exc:
+    checks["embedding checks indices first"] = "scalar type" in str(exc)
 print(json.dumps({"active": torch_emu.planted_bugs(), "checks": checks}))
 """
 
@@ -57,6 +62,8 @@ ALL_CORRECT = {
     "neg": True,
     "neg keeps a lazy input lazy": True,
     "exp keeps a lazy input lazy": True,
+    "tril row-major": True,
+    "embedding checks indices first": True,
 }
 
 
@@ -92,6 +99,8 @@ def test_every_plant_breaks_exactly_its_ops():
         "bitwise_not float raises",  # accepts_bad_dtype
         "neg keeps a lazy input lazy",  # materializes_cow (the result stays right)
         "exp keeps a lazy input lazy",  # wrong_result's hook runs on the CPU alias: it fails
+        "tril row-major",  # column_major (the values stay right)
+        "embedding checks indices first",  # device_check_first
     }
 
 

@@ -31,6 +31,8 @@ TARGETS = {
     "wrong_grad": ("test_ops_gradients.py", "test_fn_grad_compare_cpu_tanh_"),
     "accepts_bad_dtype": ("test_ops.py", "test_dtypes_bitwise_not_"),
     "materializes_cow": ("test_ops.py", "test_cow_input_neg_"),
+    "column_major": ("test_ops.py", "test_fake_tril_"),
+    "device_check_first": ("test_modules.py", "test_errors_nn_Embedding_"),
 }
 
 #: Runs started at once: two, for the two cores.

@@ -138,6 +138,8 @@ lower("aten::_adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d_backward")
 # embedding itself is composite (index_select after its argument checks): lowering it
 # would run the device check before them, as no other device does.
 lower("aten::embedding_dense_backward")
+if plants.is_active("device_check_first"):
+    lower("aten::embedding")
 lower("aten::nll_loss_forward", "aten::nll_loss_forward.output")
 lower("aten::nll_loss_backward", "aten::nll_loss_backward.grad_input")
 lower("aten::nll_loss2d_forward", "aten::nll_loss2d_forward.output")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from torch_emu import plants
 from torch_emu.lowering.registry import lower
 
 lower("aten::cat", "aten::cat.out")
@@ -10,7 +11,8 @@ lower("aten::flip", "aten::flip.out")
 lower("aten::roll", "aten::roll.out")
 lower("aten::sort", "aten::sort.stable", "aten::sort.values", "aten::sort.values_stable")
 lower("aten::topk", "aten::topk.values")
-lower("aten::tril", "aten::tril.out", "aten::tril_")
+lower("aten::tril", **plants.hooks("column_major"))
+lower("aten::tril.out", "aten::tril_")
 lower("aten::triu", "aten::triu.out", "aten::triu_")
 lower("aten::repeat", "aten::repeat.out")
 lower("aten::fill_.Scalar", "aten::fill_.Tensor")
