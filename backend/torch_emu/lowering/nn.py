@@ -77,47 +77,43 @@ def _eval_stats_out(derived, args, out, save_mean, save_invstd):
     return out, save_mean, save_invstd
 
 
-_native_batch_norm = derived_kernel(torch.ops.aten.native_batch_norm.default)
-_batch_norm_legit = derived_kernel(torch.ops.aten._native_batch_norm_legit.default)
+def _with_eval_stats(op):
+    """The derived kernel of a batch norm with a ``training`` flag, returning
+    :func:`_eval_saved_stats` in eval mode."""
+    derived = derived_kernel(op)
+
+    def kernel(input, weight, bias, running_mean, running_var, training, momentum, eps):
+        result = derived(input, weight, bias, running_mean, running_var, training, momentum, eps)
+        if training:
+            return result
+        return _eval_saved_stats(result, input, running_mean, running_var, eps)
+
+    return kernel
+
+
+def _with_eval_stats_out(op):
+    """The same for the ``.out`` variants (see :func:`_eval_stats_out`)."""
+    derived = derived_kernel(op)
+
+    def kernel(*args, out, save_mean, save_invstd):
+        if args[5]:  # training
+            return derived(*args, out=out, save_mean=save_mean, save_invstd=save_invstd)
+        return _eval_stats_out(derived, args, out, save_mean, save_invstd)
+
+    return kernel
+
+
+lowering("aten::native_batch_norm")(_with_eval_stats(torch.ops.aten.native_batch_norm.default))
+lowering("aten::_native_batch_norm_legit")(
+    _with_eval_stats(torch.ops.aten._native_batch_norm_legit.default)
+)
+lowering("aten::native_batch_norm.out")(_with_eval_stats_out(torch.ops.aten.native_batch_norm.out))
+lowering("aten::_native_batch_norm_legit.out")(
+    _with_eval_stats_out(torch.ops.aten._native_batch_norm_legit.out)
+)
 _batch_norm_no_training = derived_kernel(
     torch.ops.aten._native_batch_norm_legit_no_training.default
 )
-
-
-@lowering("aten::native_batch_norm")
-def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
-    result = _native_batch_norm(
-        input, weight, bias, running_mean, running_var, training, momentum, eps
-    )
-    return result if training else _eval_saved_stats(result, input, running_mean, running_var, eps)
-
-
-@lowering("aten::_native_batch_norm_legit")
-def native_batch_norm_legit(
-    input, weight, bias, running_mean, running_var, training, momentum, eps
-):
-    result = _batch_norm_legit(
-        input, weight, bias, running_mean, running_var, training, momentum, eps
-    )
-    return result if training else _eval_saved_stats(result, input, running_mean, running_var, eps)
-
-
-_native_batch_norm_out = derived_kernel(torch.ops.aten.native_batch_norm.out)
-_batch_norm_legit_out = derived_kernel(torch.ops.aten._native_batch_norm_legit.out)
-
-
-@lowering("aten::native_batch_norm.out")
-def native_batch_norm_out(*args, out, save_mean, save_invstd):
-    if args[5]:  # training
-        return _native_batch_norm_out(*args, out=out, save_mean=save_mean, save_invstd=save_invstd)
-    return _eval_stats_out(_native_batch_norm_out, args, out, save_mean, save_invstd)
-
-
-@lowering("aten::_native_batch_norm_legit.out")
-def native_batch_norm_legit_out(*args, out, save_mean, save_invstd):
-    if args[5]:  # training
-        return _batch_norm_legit_out(*args, out=out, save_mean=save_mean, save_invstd=save_invstd)
-    return _eval_stats_out(_batch_norm_legit_out, args, out, save_mean, save_invstd)
 
 
 @lowering("aten::_native_batch_norm_legit_no_training")
