@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -259,18 +260,35 @@ def _must(result: subprocess.CompletedProcess[str], args: list[str], repo_url: s
 
 def _fetch_command(args: argparse.Namespace) -> int:
     test_dir = fetch_tests(args.tag, repo_url=args.repo_url, cache_dir=args.cache_dir)
-    print(test_dir)
+    if not args.list_files:
+        print(test_dir)
+        return 0
+    from conformance.discovery import discover_upstream_files
+    from conformance.listing import warn_module_name_clashes
+
+    discovered = discover_upstream_files(test_dir)
+    for name in discovered.files:
+        print(name)
+    # The list stays pipeable on stdout; what was left out, and why, goes to stderr.
+    for name, entry in discovered.excluded:
+        print(f"conformance fetch: excluded {name}: {entry.reason}", file=sys.stderr)
+    warn_module_name_clashes(test_dir, discovered.files, "conformance fetch")
+    print(
+        f"conformance fetch: {len(discovered.files)} device-generic files in {test_dir}",
+        file=sys.stderr,
+    )
     return 0
 
 
 def register(subparsers: Any) -> None:
-    """Add ``conformance fetch [--tag TAG] [--repo-url URL] [--cache-dir DIR]``."""
+    """Add ``conformance fetch [--tag TAG] [--repo-url URL] [--cache-dir DIR] [--list-files]``."""
     parser = subparsers.add_parser(
         "fetch",
         help="fetch PyTorch's test/ folder at the installed torch's tag",
         description=(
             "Shallow, sparse git checkout of PyTorch's test/ folder at the tag of the "
-            "installed torch, cached and reused; prints the path of test/."
+            "installed torch, cached and reused; prints the path of test/, or with "
+            "--list-files the device-generic files a run selects by default."
         ),
     )
     parser.add_argument("--tag", default=None, help="git tag (default: the installed torch's)")
@@ -284,5 +302,11 @@ def register(subparsers: Any) -> None:
         type=Path,
         default=None,
         help=f"cache root (default: ${CACHE_ENV}, else ~/.cache/torch-conformance/pytorch-test)",
+    )
+    parser.add_argument(
+        "--list-files",
+        action="store_true",
+        help="print the files `run --upstream` selects by default (relative to test/) instead "
+        "of the path of test/",
     )
     parser.set_defaults(handler=_fetch_command)

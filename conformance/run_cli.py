@@ -15,7 +15,6 @@ module imports PyTorch's device-type machinery.
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import importlib
 import json
 import os
@@ -25,39 +24,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conformance.discovery import discover_upstream_files, pick_test_files
 from conformance.errors import ConfigError
 from conformance.outcome import is_unexpected
 
 __all__ = [
-    "DEFAULT_UPSTREAM_FILES",
     "Selection",
     "join_baseline",
     "judge",
     "register",
     "select_tests",
 ]
-
-#: Upstream test files that are device-generic (instantiate_device_type_tests), run when
-#: no --files are given.
-DEFAULT_UPSTREAM_FILES = (
-    "test_ops.py",
-    "test_torch.py",
-    "test_nn.py",
-    "test_binary_ufuncs.py",
-    "test_unary_ufuncs.py",
-    "test_reductions.py",
-    "test_indexing.py",
-    "test_view_ops.py",
-    "test_shape_ops.py",
-    "test_modules.py",
-    "test_optim.py",
-    "test_tensor_creation_ops.py",
-    "test_sort_and_select.py",
-    "test_type_promotion.py",
-    "test_scatter_gather.py",
-    "test_foreach.py",
-    "test_linalg.py",
-)
 
 #: Worker restarts allowed before xdist gives up (each crashing test costs one).
 MAX_WORKER_RESTARTS = 100
@@ -145,7 +122,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--files",
         nargs="+",
         metavar="NAME_OR_GLOB",
-        help="test files to run from the folder (default: the device-generic list)",
+        help="test files to run from the folder: names or globs, also under subfolders "
+        "(nn/test_convolution.py, 'functorch/*'); default: every file that instantiates "
+        "device-type tests, minus conformance/data/upstream_exclusions.toml",
+    )
+    parser.add_argument(
+        "--list-files",
+        action="store_true",
+        help="print the files the run would select, one a line, and exit",
+    )
+    parser.add_argument(
+        "--list-tests",
+        action="store_true",
+        help="collect the selection on --device (no skiplist, no shard) and print each "
+        "file's test count (file<TAB>count) and the total; exit without running",
     )
     parser.add_argument(
         "-n",
@@ -240,6 +230,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_command(args: argparse.Namespace) -> int:
     """The ``run`` handler: returns the exit code."""
     selection = select_tests(args)
+    if args.list_files or args.list_tests:
+        return _list_selection(args, selection)
     workers = _check_workers(args.workers)
     for path in args.skiplist:
         if not Path(path).is_file():
@@ -327,16 +319,14 @@ def select_tests(args: argparse.Namespace) -> Selection:
                 f"unknown suite {args.suite!r}; expected embedded[:{'|'.join(SELECTIONS)}]",
                 where="--suite",
             )
-        paths = _pick_files(SUITE_DIR, args.files, default=None)
+        paths = pick_test_files(SUITE_DIR, args.files) if args.files else [SUITE_DIR]
         return Selection(paths, SUITE_DIR, f"embedded:{chosen}", {SELECTION_ENV: chosen})
     if args.upstream is not None:
         from conformance.fetch import fetch_tests, torch_tag
 
         tag = args.upstream or torch_tag()
         folder = Path(fetch_tests(tag)).resolve()
-        return Selection(
-            _pick_files(folder, args.files, DEFAULT_UPSTREAM_FILES), folder, f"upstream:{tag}"
-        )
+        return Selection(_upstream_files(folder, args.files), folder, f"upstream:{tag}")
 
     given = [Path(p).resolve() for p in args.tests]
     for path in given:
@@ -344,9 +334,7 @@ def select_tests(args: argparse.Namespace) -> Selection:
             raise ConfigError(f"no such file or folder: {path}", where="--tests")
     if len(given) == 1 and given[0].is_dir():
         folder = given[0]
-        return Selection(
-            _pick_files(folder, args.files, DEFAULT_UPSTREAM_FILES), folder, f"upstream:{folder}"
-        )
+        return Selection(_upstream_files(folder, args.files), folder, f"upstream:{folder}")
     if args.files:
         raise ConfigError(
             "--files selects inside one folder; give --tests a single folder", where="--files"
@@ -355,23 +343,37 @@ def select_tests(args: argparse.Namespace) -> Selection:
     return Selection(given, rootdir, "upstream:" + ",".join(str(p) for p in given))
 
 
-def _pick_files(
-    folder: Path, patterns: list[str] | None, default: tuple[str, ...] | None
-) -> list[Path]:
-    """Files of ``folder`` matching names or globs; the default list where it matches any
-    file, else the whole folder."""
-    if not patterns:
-        present = [folder / name for name in default or () if (folder / name).is_file()]
-        return present or [folder]
-    names = sorted(p.name for p in folder.glob("*.py"))
-    chosen: list[Path] = []
-    for pattern in patterns:
-        wanted = pattern if pattern.endswith(".py") or "*" in pattern else f"{pattern}.py"
-        matches = fnmatch.filter(names, wanted)
-        if not matches:
-            raise ConfigError(f"no test file in {folder} matches {pattern!r}", where="--files")
-        chosen += [folder / name for name in matches if folder / name not in chosen]
-    return chosen
+def _upstream_files(folder: Path, patterns: list[str] | None) -> list[Path]:
+    """The files ``--files`` names, else the folder's discovered device-generic files."""
+    if patterns:
+        return pick_test_files(folder, patterns)
+    discovered = discover_upstream_files(folder)
+    if not discovered.files:
+        raise ConfigError(
+            f"no test file under {folder} instantiates device-type tests "
+            "(instantiate_device_type_tests) outside the exclusion list; name files with --files",
+            where="--tests",
+        )
+    return discovered.paths
+
+
+def _list_selection(args: argparse.Namespace, selection: Selection) -> int:
+    """``--list-files``/``--list-tests``: show the selection and return, running nothing."""
+    from conformance.listing import count_tests, print_files
+
+    if args.rerun or args.resume:
+        raise ConfigError(
+            "lists the selection of --tests, --upstream or --suite and --files; "
+            "not with --rerun or --resume",
+            where="--list-tests" if args.list_tests else "--list-files",
+        )
+    if not args.list_tests:
+        return print_files(selection.paths, selection.rootdir)
+    check_backend(args.device, args.backend_module)
+    options = _pytest_options(args, selection, args.device, baseline=False)
+    return count_tests(
+        selection.paths, selection.rootdir, options, dict(os.environ, **selection.env)
+    )
 
 
 def check_backend(device: str, module: str | None) -> None:
@@ -410,6 +412,21 @@ def _run_dir(runs_root: Path, device: str, run_id: str | None) -> Path:
     return run_dir
 
 
+def _pytest_options(
+    args: argparse.Namespace, selection: Selection, device: str, *, baseline: bool
+) -> list[str]:
+    """The options that decide what pytest collects, the same for a run and for
+    ``--list-tests``: device, backend, suite, mode, rootdir, and the user's pytest arguments
+    (last, as given after ``--``)."""
+    options = ["--device", device, "--suite", selection.suite, "--rootdir", str(selection.rootdir)]
+    options += ["-p", "no:cacheprovider"]
+    if args.backend_module and not baseline:
+        options += ["--backend-module", args.backend_module]
+    if args.mode != "eager" and not baseline:
+        options += ["--mode", args.mode]
+    return options + args.pytest_args
+
+
 def _run_pytest(
     args: argparse.Namespace,
     selection: Selection,
@@ -422,13 +439,9 @@ def _run_pytest(
 ) -> int | None:
     """Run pytest; None when it ran the tests, else the exit code the command should return."""
     command = [sys.executable, "-m", "pytest", *map(str, selection.paths)]
-    command += ["--device", device, "--suite", selection.suite, "--rootdir", str(selection.rootdir)]
     command += ["--resume", str(resume_dir)] if resume_dir else ["--run-dir", str(run_dir)]
     command += ["-n", workers, "--max-worker-restart", str(MAX_WORKER_RESTARTS)]
-    command += ["-p", "no:cacheprovider", "-q", "--tb=line"]
-    command += ["--test-timeout", f"{args.test_timeout:g}"]
-    if args.backend_module and not baseline:
-        command += ["--backend-module", args.backend_module]
+    command += ["-q", "--tb=line", "--test-timeout", f"{args.test_timeout:g}"]
     if args.no_skiplist:
         command.append("--no-skiplist")
     if not baseline:
@@ -438,8 +451,6 @@ def _run_pytest(
             command += ["--expected-count", str(args.expected_count)]
     if args.trace_ops:
         command.append("--trace-ops")
-    if args.mode != "eager" and not baseline:
-        command += ["--mode", args.mode]
     listed = getattr(args, "only_test_ids_file", None)
     if listed is not None:
         command += ["--only-test-ids", str(listed), "--amends", selection.amends]
@@ -449,7 +460,7 @@ def _run_pytest(
         command += ["--shard", args.shard]
         for run in args.shard_durations:
             command += ["--shard-durations", str(run)]
-    command += args.pytest_args
+    command += _pytest_options(args, selection, device, baseline=baseline)
     env = dict(os.environ, **selection.env)
     env["CONFORMANCE_COMMAND"] = json.dumps(["conformance", *sys.argv[1:]])
     print(

@@ -218,3 +218,23 @@ def test_fetch_command_errors_are_config_errors(upstream: str, tmp_path: Path) -
     with pytest.raises(ConfigError) as info:
         args.handler(args)
     assert info.value.exit_code == 2
+
+
+MIRROR_SCRIPT = Path(__file__).resolve().parents[3] / "shared" / "upstream" / "mirror"
+
+
+@pytest.mark.skipif(not MIRROR_SCRIPT.is_file(), reason=f"no upstream mirror at {MIRROR_SCRIPT}")
+@pytest.mark.skipif(INSTALLED != "v2.13.0", reason="the mirror holds torch 2.13's test files")
+def test_fetch_lists_the_files_a_run_selects_by_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mirror = tmp_path / "pytorch-mirror"
+    subprocess.run([str(MIRROR_SCRIPT), str(mirror)], check=True, capture_output=True)
+    argv = ["fetch", "--repo-url", str(mirror), "--cache-dir", str(tmp_path / "cache")]
+    args = _parser().parse_args([*argv, "--list-files"])
+    assert args.handler(args) == 0
+    out, err = capsys.readouterr()
+    listed = out.splitlines()
+    assert len(listed) == 13 and listed == sorted(listed)
+    assert {"test_ops.py", "test_ops_gradients.py", "test_scatter_gather_ops.py"} <= set(listed)
+    assert f"13 device-generic files in {tmp_path / 'cache' / INSTALLED / 'test'}" in err

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +13,8 @@ from conformance.errors import ConfigError
 from conformance.model import ResultRecord, RunMeta
 from conformance.store import RunWriter
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "upstream"
+
 
 def parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
@@ -18,28 +22,37 @@ def parse(*argv: str) -> argparse.Namespace:
     return parser.parse_args(["run", *argv])
 
 
+GENERIC = "instantiate_device_type_tests(TestFoo, globals())\n"
+
+
 @pytest.fixture
 def upstream(tmp_path):
+    """A test/ folder: device-generic files at the top and in nn/, one that is not
+    device-generic, one on the shipped exclusion list, and a helper."""
     folder = tmp_path / "test"
-    folder.mkdir()
+    (folder / "nn").mkdir(parents=True)
     for name in (
         "test_ops.py",
         "test_nn.py",
         "test_binary_ufuncs.py",
         "test_unary_ufuncs.py",
-        "helper.py",
+        "test_cuda.py",
+        "nn/test_convolution.py",
     ):
-        (folder / name).write_text("")
+        (folder / name).write_text(GENERIC)
+    (folder / "test_plain.py").write_text("class TestPlain: ...\n")
+    (folder / "helper.py").write_text(GENERIC)
     return folder
 
 
-def test_a_folder_runs_the_curated_files_it_has_or_the_chosen_ones(upstream):
+def test_a_folder_runs_its_device_generic_files_or_the_chosen_ones(upstream):
     selection = run_cli.select_tests(parse("--device", "cpu", "--tests", str(upstream)))
-    assert [p.name for p in selection.paths] == [
-        "test_ops.py",
-        "test_nn.py",
+    assert [p.relative_to(upstream).as_posix() for p in selection.paths] == [
         "test_binary_ufuncs.py",
+        "test_nn.py",
+        "test_ops.py",
         "test_unary_ufuncs.py",
+        "nn/test_convolution.py",
     ]
     assert selection.rootdir == upstream and selection.suite == f"upstream:{upstream}"
 
@@ -53,11 +66,20 @@ def test_a_folder_runs_the_curated_files_it_has_or_the_chosen_ones(upstream):
     ]
 
 
-def test_a_folder_without_curated_files_runs_whole(tmp_path):
-    (tmp_path / "test_mine.py").write_text("")
-    assert run_cli.select_tests(parse("--device", "cpu", "--tests", str(tmp_path))).paths == [
-        tmp_path
+def test_files_under_subfolders_are_chosen_by_path(upstream):
+    args = parse("--device", "cpu", "--tests", str(upstream), "--files", "nn/test_convolution.py")
+    assert run_cli.select_tests(args).paths == [upstream / "nn" / "test_convolution.py"]
+    args = parse("--device", "cpu", "--tests", str(upstream), "--files", "test_cuda", "nn/*")
+    assert run_cli.select_tests(args).paths == [
+        upstream / "test_cuda.py",  # excluded by default, run when named
+        upstream / "nn" / "test_convolution.py",
     ]
+
+
+def test_a_folder_without_device_generic_files_is_refused(tmp_path):
+    (tmp_path / "test_mine.py").write_text("")
+    with pytest.raises(ConfigError, match=r"--tests: no test file under .* instantiates"):
+        run_cli.select_tests(parse("--device", "cpu", "--tests", str(tmp_path)))
 
 
 def test_the_embedded_suite_passes_its_selection_through_the_environment():
@@ -85,6 +107,10 @@ def test_a_file_pattern_that_matches_nothing_is_named(upstream):
     with pytest.raises(ConfigError, match=r"--files: no test file in .* matches 'test_linalg'"):
         run_cli.select_tests(
             parse("--device", "cpu", "--tests", str(upstream), "--files", "test_linalg")
+        )
+    with pytest.raises(ConfigError, match=r"--files: no test file in .* matches 'nn/test_x\.py'"):
+        run_cli.select_tests(
+            parse("--device", "cpu", "--tests", str(upstream), "--files", "nn/test_x.py")
         )
 
 
@@ -146,7 +172,7 @@ def test_the_exit_code_says_whether_every_outcome_was_expected(tmp_path, outcome
     assert run_cli.judge(tmp_path / "r") == code
 
 
-def test_upstream_fetches_the_tag_and_runs_the_curated_files(upstream, monkeypatch):
+def test_upstream_fetches_the_tag_and_runs_the_chosen_files(upstream, monkeypatch):
     import conformance.fetch
 
     fetched = []
@@ -159,3 +185,64 @@ def test_upstream_fetches_the_tag_and_runs_the_curated_files(upstream, monkeypat
     assert selection.paths == [upstream / "test_ops.py"]
     run_cli.select_tests(parse("--device", "cpu", "--upstream", "v2.12.0"))
     assert fetched[-1] == "v2.12.0"
+
+
+def test_list_files_prints_the_selection_and_runs_nothing(upstream, tmp_path, capsys):
+    from conformance.cli import main
+
+    runs = tmp_path / "runs"
+    argv = ["run", "--device", "nosuchdev", "--tests", str(upstream), "--runs-root", str(runs)]
+    assert main([*argv, "--list-files"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "test_binary_ufuncs.py",
+        "test_nn.py",
+        "test_ops.py",
+        "test_unary_ufuncs.py",
+        "nn/test_convolution.py",
+    ]
+    assert main([*argv, "--files", "test_ops", "nn/*", "--list-files"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["test_ops.py", "nn/test_convolution.py"]
+    assert not runs.exists()  # nothing ran, and the device was never loaded
+
+    assert main([*argv, "--list-files", "--rerun", "latest"]) == 2
+    assert "--list-files: lists the selection" in capsys.readouterr().err
+
+
+def test_list_files_warns_of_files_pytest_cannot_import_together(upstream, capsys):
+    from conformance.cli import main
+
+    (upstream / "functorch").mkdir()
+    (upstream / "functorch" / "test_ops.py").write_text(GENERIC)
+    argv = [
+        "run",
+        "--device",
+        "cpu",
+        "--tests",
+        str(upstream),
+        "--files",
+        "test_ops",
+        "functorch/*",
+    ]
+    assert main([*argv, "--list-files"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["test_ops.py", "functorch/test_ops.py"]
+    assert "warning: test_ops.py, functorch/test_ops.py share a module name" in err
+
+
+@pytest.mark.slow
+def test_list_tests_counts_what_each_file_collects_on_the_device(tmp_path, capsys):
+    from conformance.cli import main
+
+    folder = tmp_path / "test"
+    (folder / "nn").mkdir(parents=True)
+    shutil.copy(FIXTURES / "test_fixture_ops.py", folder / "test_fixture_ops.py")
+    shutil.copy(FIXTURES / "test_fixture_ops.py", folder / "nn" / "test_fixture_nn.py")
+    (folder / "test_broken.py").write_text("import no_such_module\n" + GENERIC)
+    code = main(["run", "--device", "cpu", "--tests", str(folder), "--list-tests"])
+    out, err = capsys.readouterr()
+    rows = dict(line.split("\t") for line in out.splitlines())
+    assert rows["nn/test_fixture_nn.py"] == rows["test_fixture_ops.py"] != "0"
+    assert rows["test_broken.py"] == "0"
+    assert int(rows["total"]) == 2 * int(rows["test_fixture_ops.py"])
+    assert list(rows) == ["test_broken.py", "test_fixture_ops.py", "nn/test_fixture_nn.py", "total"]
+    assert "test_broken.py: ModuleNotFoundError" in err and code == 1
