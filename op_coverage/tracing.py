@@ -19,6 +19,15 @@ grows 30-45%, because the mode's own round trip through Python (15-25 us per op 
 2-core machine) is paid by every op, CPU ops included. The profiler's RecordFunction hooks
 were tried and rejected: no device filter, and far slower per op with input recording on.
 
+The mode must not change what it observes. A dispatch mode's handler runs below every key
+above ``Python``, with those keys excluded, and so do the calls it makes. For ATen ops that
+is harmless: their ``ADInplaceOrView`` and autocast kernels already ran above. Ops of other
+namespaces (``prims``, custom ops written in Python) have none of their own there: without
+the mode, the ATen ops *inside* their kernels make the views, bump version counters and
+autocast. So the handler runs such an op with those keys let through again, as the op would
+run untraced (``_untraced_call``); without this, ``torch._refs.expand`` under strict refs
+mode returned a tensor that was not a view of its input when traced, and one when not.
+
 Ops that ran on the backend's CPU fallback come from the backend itself
 (``fallback_counts()``), compared before and after the block.
 """
@@ -95,17 +104,21 @@ def _make_mode(device_type: str | None) -> Any:
         return False
 
     seen: set[Any] = set()
+    calls: dict[Any, Callable[..., Any]] = {}
 
     class _Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
             if kwargs is None:
                 kwargs = {}
+            call = calls.get(func)
+            if call is None:
+                call = calls[func] = func if func.namespace == "aten" else _untraced_call(func)
             if func in seen:  # the common case: one set lookup
-                return func(*args, **kwargs)
+                return call(*args, **kwargs)
             if names_device(args) or (kwargs and names_device(kwargs.values())):
                 seen.add(func)
-                return func(*args, **kwargs)
-            result = func(*args, **kwargs)
+                return call(*args, **kwargs)
+            result = call(*args, **kwargs)
             # With a tensor argument the result lives where the arguments do (a move to
             # the device names it in device=); only tensor-free calls need their result read.
             if not any(isinstance(arg, Tensor) for arg in args) and names_device(
@@ -117,6 +130,34 @@ def _make_mode(device_type: str | None) -> Any:
     recorder = _Recorder()
     recorder.seen = seen
     return recorder
+
+
+def _untraced_call(func: Any) -> Callable[..., Any]:
+    """``func`` called as it runs without the mode: the keys above ``Python`` that the op
+    has no kernel of its own for (``ADInplaceOrView``, autocast) are let through for the
+    ATen ops its kernel calls, which would otherwise run with them excluded."""
+    import torch
+
+    keys = torch._C.DispatchKey
+    candidates = [keys.ADInplaceOrView] + [
+        key for name, key in keys.__members__.items() if name.startswith("Autocast")
+    ]
+    name = func.name()
+    lifted = [
+        key for key in candidates if not torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
+    ]
+    if not lifted:
+        return func
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        exclude = torch._C._dispatch_tls_local_exclude_set()
+        for key in lifted:
+            exclude = exclude.remove(key)
+        include = torch._C._dispatch_tls_local_include_set()
+        with torch._C._ForceDispatchKeyGuard(include, exclude):
+            return func(*args, **kwargs)
+
+    return call
 
 
 def _known_devices() -> tuple[str, ...]:

@@ -67,3 +67,22 @@ def test_tracing_leaves_no_mode_behind():
     with trace_ops("cpu"):
         assert _get_current_dispatch_mode() is not None
     assert _get_current_dispatch_mode() is None
+
+
+def test_views_made_inside_a_prims_kernel_stay_views_when_traced():
+    """A Python reference's view prims make their views in the ATen ops they call: tracing
+    must leave those ops their view and version-counter kernels."""
+    import torch._refs as refs
+    from torch._prims.context import TorchRefsMode
+
+    def views() -> list[bool]:
+        base = torch.randn(3, 1)
+        with TorchRefsMode(strict=True):
+            results = [refs.expand(base, 3, 4), refs.permute(base, (1, 0)), refs.t(base)]
+        return [r._is_view() and r._base is base for r in results]
+
+    untraced = views()
+    with trace_ops("cpu"):
+        traced = views()
+    assert untraced == [True, True, True]
+    assert traced == untraced
