@@ -140,3 +140,29 @@ def test_peak_statistics_reset():
     torch.emu.reset_peak_memory_stats()
     assert torch.emu.max_memory_allocated() == torch.emu.memory_allocated()
     assert torch.accelerator.memory_allocated(0) == torch.emu.memory_allocated(0)
+
+
+def _overlap_error(device: str, write) -> str:
+    x = torch.arange(10.0, device=device)
+    index = torch.tensor([0, 1], device=device)
+    try:
+        write(x, index)
+    except RuntimeError as exc:
+        return str(exc).split("\n")[0]
+    return "no error"
+
+
+def test_writes_whose_inputs_overlap_their_output_are_refused_as_on_the_cpu():
+    """Kernels see overlapping emu tensors as overlapping, so the CPU kernels' checks fire."""
+    writes = {
+        "copy_": lambda x, i: x[1:6].copy_(x[0:5]),
+        "index_add_": lambda x, i: x[:5].index_add_(0, i, x[1:3]),
+        "index_copy_": lambda x, i: x[:5].index_copy_(0, i, x[1:3]),
+        "mul out=": lambda x, i: torch.mul(x[:5], x[:5], out=x[2:7]),
+        "exp out=": lambda x, i: torch.exp(x[:5], out=x[2:7]),
+        "add_ of itself": lambda x, i: x.add_(x),  # full overlap is allowed
+    }
+    got = {name: _overlap_error("emu", write) for name, write in writes.items()}
+    want = {name: _overlap_error("cpu", write) for name, write in writes.items()}
+    assert got == want
+    assert sum("unsupported operation" in error for error in got.values()) == 5

@@ -335,34 +335,76 @@ const bool hooks_registered = [] {
 
 // ------------------------------------------------------------ CPU aliases --
 
-// A CPU tensor over the same memory.  from_blob drops the conjugate and
-// negative bits, so they are copied across (otherwise conj views compute
-// on the unconjugated values).
+// A CPU tensor over the same memory, with the conjugate and negative bits
+// (otherwise conj views compute on the unconjugated values).
 //
 // An alias the kernel writes (in-place self, out=) takes a writable pointer,
 // which gives a lazy copy-on-write tensor its own copy first.  An alias it
 // only reads takes the read-only pointer, so a copy-on-write input stays lazy
 // as on the CPU; nothing writes through that alias.
 //
+// Aliases made for one kernel call share a CPU storage wherever their tensors
+// share an emu storage (``AliasStorages``): the CPU kernels' overlap checks
+// (copy_, index_add_, cat's out=, ...) compare storages, so tensors that
+// overlap on emu must overlap on the CPU too, or those checks never fire.
+//
 // A zero tensor has no memory to alias: kernels the ZeroTensor key lets through
 // (dot, vdot, mul.Scalar, ...) read it as CPU zeros, and none may write it.
-at::Tensor cpu_alias(const at::Tensor& t, bool written = true) {
+struct AliasStorage {
+  const c10::StorageImpl* source;
+  c10::Storage storage;
+  bool writable;
+};
+using AliasStorages = std::vector<AliasStorage>;
+
+c10::Storage cpu_storage(const at::Tensor& t, bool written, AliasStorages* shared) {
+  const c10::StorageImpl* source = t.storage().unsafeGetStorageImpl();
+  AliasStorage* entry = nullptr;
+  if (shared != nullptr) {
+    for (auto& known : *shared) {
+      if (known.source == source) entry = &known;
+    }
+    if (entry != nullptr && (entry->writable || !written)) return entry->storage;
+  }
+  const c10::Storage& emu = t.storage();
+  void* base = written ? emu.mutable_data() : const_cast<void*>(emu.data());
+  if (entry != nullptr) {
+    // Read so far, written now: the same memory unless the storage was a lazy
+    // copy-on-write one, which writing just materialized.  The earlier read-only
+    // aliases keep the shared data (the same values); the written one must not.
+    if (entry->storage.data() == base) {
+      entry->writable = true;
+      return entry->storage;
+    }
+  }
+  // Resizable through the CPU allocator: when a CPU kernel must grow an out=
+  // alias it moves it to fresh CPU memory instead of failing, and the lowering
+  // then resizes the emu tensor and copies the result back.
+  c10::Storage storage(c10::Storage::use_byte_size_t(), emu.nbytes(),
+                       at::DataPtr(base, base, [](void*) {}, c10::Device(c10::kCPU)),
+                       c10::GetCPUAllocator(), /*resizable=*/true);
+  if (shared != nullptr) {
+    if (entry != nullptr) {
+      *entry = {source, storage, written};
+    } else {
+      shared->push_back({source, storage, written});
+    }
+  }
+  return storage;
+}
+
+at::Tensor cpu_alias(const at::Tensor& t, bool written = true, AliasStorages* shared = nullptr) {
   if (!t.defined() || t.device().type() != kEmu) return t;
   if (t._is_zerotensor()) {
     TORCH_CHECK(!written, "emu: zero tensors are immutable; clone one before writing to it");
     return at::zeros(t.sizes(), t.options().device(c10::kCPU).requires_grad(false));
   }
-  void* data = written ? t.mutable_data_ptr() : const_cast<void*>(t.const_data_ptr());
-  auto alias = at::from_blob(data, t.sizes(), t.strides(),
-                             t.options().device(c10::kCPU).requires_grad(false));
+  auto alias = at::detail::make_tensor<c10::TensorImpl>(
+      cpu_storage(t, written, shared), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  alias.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(),
+                                                      t.storage_offset());
   if (t.is_conj()) alias._set_conj(true);
   if (t.is_neg()) alias._set_neg(true);
-  // Resizable through the CPU allocator: when a CPU kernel must grow an out=
-  // alias it moves it to fresh CPU memory instead of failing, and the lowering
-  // then resizes the emu tensor and copies the result back.
-  auto* storage = alias.storage().unsafeGetStorageImpl();
-  storage->set_allocator(c10::GetCPUAllocator());
-  storage->set_resizable(true);
   return alias;
 }
 
@@ -370,10 +412,11 @@ at::Tensor cpu_alias(const at::Tensor& t, bool written = true) {
 std::vector<at::Tensor> cpu_aliases(at::TensorList ts, const c10::List<bool>& written) {
   TORCH_CHECK(written.empty() || written.size() == ts.size(), "emu: cpu_aliases got ",
               ts.size(), " tensors and ", written.size(), " written flags");
+  AliasStorages shared;
   std::vector<at::Tensor> out;
   out.reserve(ts.size());
   for (size_t i = 0; i < ts.size(); ++i) {
-    out.push_back(cpu_alias(ts[i], written.empty() || written.get(i)));
+    out.push_back(cpu_alias(ts[i], written.empty() || written.get(i), &shared));
   }
   return out;
 }
@@ -513,7 +556,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
   // One side may be on the CPU; the CPU copy kernel handles dtype casts,
   // broadcasting and strides on the aliases.
   if (self.numel() == 0 && dst.numel() == 0) return dst;
-  cpu_alias(dst).copy_(cpu_alias(self, /*written=*/false));
+  AliasStorages shared;
+  at::Tensor target = cpu_alias(dst, /*written=*/true, &shared);
+  target.copy_(cpu_alias(self, /*written=*/false, &shared));
   return dst;
 }
 
@@ -615,6 +660,7 @@ class DerivedKernel final : public c10::OperatorKernel {
     // Like CUDA, an op takes tensors from one device only; CPU tensors are
     // accepted as 0-dim scalars and, inside index lists, as indices.
     bool host_tensor = false;
+    AliasStorages shared;
     auto alias_of = [&](const at::Tensor& t, bool host_ok, bool written) -> at::Tensor {
       if (!t.defined()) return t;
       if (t.device().type() != kEmu) {
@@ -628,7 +674,7 @@ class DerivedKernel final : public c10::OperatorKernel {
                     "Expected all tensors to be on the same device, but found at least two "
                     "devices, emu:", static_cast<int>(device), " and ", t.device(), "!");
       }
-      return cpu_alias(t, written);
+      return cpu_alias(t, written, &shared);
     };
     for (size_t i = 0; i < args.size(); ++i) {
       auto& v = args[i];
