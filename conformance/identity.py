@@ -32,7 +32,7 @@ from conformance.model import EMBEDDED_NAMESPACE, TestIdentity, suite_of_file
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["identity_from_item", "parse_nodeid"]
+__all__ = ["collector_identity", "identity_from_item", "parse_nodeid"]
 
 # Always recognised besides the caller's device names: torch has named PrivateUse1 classes
 # and (in older releases) methods "privateuse1" rather than after the backend.
@@ -238,6 +238,27 @@ def parse_nodeid(
         dtype="_".join(dtypes),
         params=params,
         device=device,
+        suite=suite_of_file(file),
+    )
+
+
+def collector_identity(
+    nodeid: str, device_names: Iterable[str], rootdir: str | os.PathLike | None = None
+) -> TestIdentity:
+    """Identity of a collector (a file, module or class) rather than a test: what a
+    collection error is recorded under. ``test_id`` is the file as test_ids name it (the
+    embedded suite's in its namespace, as :func:`parse_nodeid` does), followed by the class
+    path, each class's device suffix removed, when a class failed; ``template`` is empty.
+    An empty nodeid (the session's own collector) is named ``.``."""
+    devices = _normalise_devices(device_names)
+    parts = (nodeid or ".").split("::")
+    file = _test_file(parts[0], None if rootdir is None else os.fspath(rootdir))
+    test_class = "::".join(_split_class(name, devices)[0] for name in parts[1:])
+    return TestIdentity(
+        nodeid=nodeid or ".",
+        test_id="::".join(p for p in (file, test_class) if p),
+        file=file,
+        test_class=test_class,
         suite=suite_of_file(file),
     )
 

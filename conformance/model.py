@@ -15,6 +15,7 @@ from typing import Any
 __all__ = [
     "ALIASING",
     "CATEGORIES",
+    "COLLECTION_ERROR",
     "COMPILE_ERRORS",
     "EMBEDDED_NAMESPACE",
     "FEATURES",
@@ -27,6 +28,7 @@ __all__ = [
     "ResultRecord",
     "RunMeta",
     "TestIdentity",
+    "is_collection_record",
     "suite_of_file",
 ]
 
@@ -47,6 +49,8 @@ __all__ = [
 #      a failing test failed on, where the test exposes it, else -1; and ``mode``, the
 #      execution mode (``eager`` or ``compile``) of the run. Runs of versions 2 and 3 read
 #      with -1 and ``eager`` (store.read_run fills a column a run does not have).
+#   (Still 4: the category ``collection_error`` was added, with records that stand for a
+#   file, module or class that failed to collect; no field was added or changed meaning.)
 FORMAT_VERSION = 4
 #: The first version whose records read as they are; older runs' records are upgraded.
 RECORD_FORMAT = 2
@@ -85,7 +89,17 @@ CATEGORIES = (
     "upstream_skip",
     "compile_error",
     "other",
+    # Last, after the catch-all: it is about a file rather than a test, and codes that
+    # index this tuple (the report's search data) keep their meaning for the others.
+    "collection_error",
 )
+
+#: The category of a record that stands for a file, module or class that failed to collect
+#: (its tests never existed in the run): outcome ``error`` (or the tier of a skiplist entry
+#: that expects it), ``nodeid`` the collector's (``test_broken.py``), ``test_id`` its file as
+#: test_ids name it (then its class, if a class failed), ``template`` empty, ``detail`` the
+#: exception's type and ``message`` the exception (``SyntaxError: invalid syntax ...``).
+COLLECTION_ERROR = "collection_error"
 
 #: Values of ``detail`` for the aliasing category (view semantics, copy-on-write).
 ALIASING = ("returns_view", "returns_copy", "cow_materialized")
@@ -105,6 +119,13 @@ FEATURES = (
     "quantized",
     "complex",
 )
+
+
+def is_collection_record(category: str, template: str) -> bool:
+    """Whether a record stands for a collector that failed to collect rather than a test:
+    its category is COLLECTION_ERROR and it has no template (every test has one, so a test
+    that a skiplist entry of that category applied to is still a test)."""
+    return category == COLLECTION_ERROR and not template
 
 
 def suite_of_file(file: str) -> str:

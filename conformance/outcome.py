@@ -34,6 +34,7 @@ __all__ = [
     "MESSAGE_LIMIT",
     "STRICT_XPASS_PREFIX",
     "OutcomeMerger",
+    "collection_message",
     "is_unexpected",
     "report_message",
 ]
@@ -69,6 +70,48 @@ def report_message(report: Any) -> str:
     else:
         text = str(longrepr)
     return truncate(_without_repro_hint(_without_dispatch_table(text)))
+
+
+#: pytest's marker of the exception's lines in a traceback ("E   SyntaxError: ...").
+_FAIL_MARKER = "E   "
+#: The line that names the exception: its type (dotted), then ": message" or nothing.
+_EXCEPTION_LINE = re.compile(r"(?P<type>[A-Za-z_][\w.]*)(?::\s|:?$)")
+
+
+def collection_message(report: Any) -> tuple[str, str]:
+    """The exception of a failed collection report and its type:
+    ``("SyntaxError: invalid syntax\n  File ..., line 3 ...", "SyntaxError")``.
+
+    pytest words an import's failure as text (``ImportError while importing test module
+    ...``, a SyntaxError's short traceback) whose ``E`` lines hold the exception: the
+    message starts with its line, then any lines of its own, then the lines before it (a
+    SyntaxError's file, line and caret). Any other exception comes with its crash line.
+    Text without an ``E`` block is kept from its start; the type is then "". Truncated.
+    """
+    longrepr = report.longrepr
+    crash = getattr(longrepr, "reprcrash", None)
+    text = str(crash.message) if crash is not None else _exception_of(str(longrepr or ""))
+    found = _EXCEPTION_LINE.match(text)
+    return truncate(text), found["type"] if found else ""
+
+
+def _exception_of(text: str) -> str:
+    """The exception in pytest's text of a failed import: the last block of ``E`` lines,
+    from the exception's line on, then the lines before it; ``text`` when it has none."""
+    blocks: list[list[str]] = []
+    in_block = False
+    for line in text.splitlines():
+        marked = line.startswith(_FAIL_MARKER) or line == _FAIL_MARKER.rstrip()
+        if marked and not in_block:
+            blocks.append([])
+        if marked:
+            blocks[-1].append(line[len(_FAIL_MARKER) :])
+        in_block = marked
+    if not blocks:
+        return text.strip()
+    lines = blocks[-1]
+    start = next((i for i, line in enumerate(lines) if _EXCEPTION_LINE.match(line)), 0)
+    return "\n".join([*lines[start:], *lines[:start]]).strip()
 
 
 _COULD_NOT_RUN = re.compile(r"Could not run '[^']+' with arguments from the '[^']+' backend\.")

@@ -285,7 +285,11 @@ def pytest_configure(config: pytest.Config) -> None:
         already = _first_recorded(run_dir, int(workerinput[WORKER_RESUME_COUNT]))
     else:
         writer = _open_writer(config, backend, shard)
-        recorder = RunRecorder(config, backend, writer, timeout_s=timeout_s)
+        recorder = RunRecorder(config, backend, writer, timeout_s=timeout_s, skiplist=skiplist)
+        # A file that fails to collect is recorded as an error; the other files' tests
+        # still run, as they do under xdist (whose workers run whatever they collected),
+        # rather than pytest stopping the whole session before its first test.
+        option.continue_on_collection_errors = True
         config.pluginmanager.register(recorder, "conformance-recorder")
         _register_progress(config)
         run_dir = writer.run_dir

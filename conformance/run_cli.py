@@ -483,6 +483,7 @@ def _run_pytest(
 
 def judge(run_dir: Path) -> int:
     """Print the run's counts; 0 when every outcome was expected and the run is complete."""
+    from conformance.model import COLLECTION_ERROR, is_collection_record
     from conformance.store import read_run
 
     meta, frame = read_run(run_dir)
@@ -499,6 +500,16 @@ def judge(run_dir: Path) -> int:
     problems = []
     if unexpected:
         problems.append(f"{unexpected} unexpected outcomes")
+    # Each file that failed to collect by name, its tests being in no count above; one a
+    # skiplist entry expects is said too, but fails nothing.
+    for row in frame.loc[frame["category"] == COLLECTION_ERROR].itertuples(index=False):
+        if is_collection_record(row.category, row.template):
+            first = row.message.split("\n", 1)[0]
+            line = f"{row.test_id} failed to collect ({row.outcome}): {first}"
+            if is_unexpected(row.outcome, row.message):
+                problems.append(line)
+            else:
+                print(f"conformance run: {line} [expected by {row.skip_entry}]")
     if not meta.complete:
         problems.append(f"the run did not finish; resume it with --resume {run_dir}")
     if meta.expected is not None and meta.collected < meta.expected:

@@ -4,7 +4,9 @@
 the xdist controller), never in an xdist worker. It turns reports into records with
 :class:`~conformance.outcome.OutcomeMerger`, appends them with
 :class:`~conformance.store.RunWriter`, adds the tests the skiplist deselected (shipped by
-workers when they finish), and consolidates the run when the session ends.
+workers when they finish), records each file, module or class that failed to collect (xdist
+hands the workers' failed collection reports to the controller's ``pytest_collectreport``),
+and consolidates the run when the session ends.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ import pytest
 
 from conformance.backends import Backend
 from conformance.classify import classify_failure, classify_skip
-from conformance.identity import parse_nodeid
-from conformance.model import ResultRecord, TestIdentity
-from conformance.outcome import OutcomeMerger
-from conformance.store import RunWriter, utc_now
+from conformance.identity import collector_identity, parse_nodeid
+from conformance.model import COLLECTION_ERROR, ResultRecord, TestIdentity, is_collection_record
+from conformance.outcome import OutcomeMerger, collection_message
+from conformance.store import RunWriter, read_records, utc_now
 from conformance.watchdog import timeout_notes
 from conformance.worker import (
     OUTPUT_BACKEND,
@@ -37,6 +39,10 @@ WORKER_RUN_ID = "conformance_run_id"
 WORKER_RESUME_COUNT = "conformance_resume_count"
 
 
+#: The outcome of a collection error a skiplist entry expects, by the entry's tier.
+_EXPECTED_BY_TIER = {"xfail": "xfailed", "skip": "skipped", "deselect": "deselected"}
+
+
 class RunRecorder:
     """Writes one run folder from the reports of a pytest session."""
 
@@ -47,10 +53,13 @@ class RunRecorder:
         writer: RunWriter,
         *,
         timeout_s: float | None,
+        skiplist: Any = None,
     ) -> None:
         self.config = config
         self.backend = backend
         self.writer = writer
+        #: The run's skiplist: its entries may expect a file not to collect.
+        self.skiplist = skiplist
         self.run_dir = writer.run_dir
         self.run_id = writer.meta.run_id
         #: Records present when this session started (a resumed run); workers skip them.
@@ -74,6 +83,15 @@ class RunRecorder:
         #: When each running test started (monotonic seconds): a test that kills its
         #: worker sends no duration, so its record takes the time since its start.
         self._started: dict[str, float] = {}
+        #: Nodeids of the run's records that stand for collectors, not tests (a resumed
+        #: run's too): they do not count towards the collected tests a complete run has.
+        self.collection_errors: set[str] = set()
+        if self.resume_count:
+            self.collection_errors = {
+                r["nodeid"]
+                for r in read_records(self.run_dir)
+                if is_collection_record(r["category"], r["template"])
+            }
 
     # -- xdist ----------------------------------------------------------------------------
 
@@ -142,6 +160,39 @@ class RunRecorder:
         )
 
     @pytest.hookimpl
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """Record a file, module or class that failed to collect, once (every xdist worker
+        collects every file, and a resumed run collects it again: the writer keeps the
+        first record of a nodeid)."""
+        if report.failed:
+            record = self.collection_error(report)
+            self.collection_errors.add(record.nodeid)
+            self._write(record)
+
+    def collection_error(self, report: pytest.CollectReport) -> ResultRecord:
+        """The record of a failed collection report: outcome ``error``, category
+        ``collection_error``, the exception as message and its type as detail. A skiplist
+        entry that selects the collector (its test_id, or its file with no template) makes
+        it the entry's expected outcome: xfailed, skipped or deselected by its tier."""
+        identity = collector_identity(
+            report.nodeid, self.backend.device_names, self.config.rootpath
+        )
+        message, exception = collection_message(report)
+        entry = self.skiplist.match(identity) if self.skiplist is not None else None
+        return ResultRecord.of_test(
+            self.run_id,
+            identity,
+            device=self.backend.name,
+            outcome=_EXPECTED_BY_TIER[entry.tier] if entry is not None else "error",
+            category=COLLECTION_ERROR,
+            detail=exception,
+            message=message,
+            skip_entry=entry.where if entry is not None else "",
+            shard=self.writer.meta.shard,
+            mode=self.writer.meta.mode,
+        )
+
+    @pytest.hookimpl
     def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
         self._started[nodeid] = time.monotonic()
 
@@ -171,8 +222,12 @@ class RunRecorder:
         collected = max(self.collected, self.writer.meta.collected)
         # Complete when every collected test has a record: an interrupted session, or
         # xdist giving up after too many crashed workers, leaves tests to resume.
+        # Records of collection errors stand for no collected test.
+        tests_recorded = len(self.writer.recorded) - len(
+            self.collection_errors & self.writer.recorded
+        )
         complete = (
-            len(self.writer.recorded) >= collected
+            tests_recorded >= collected
             and exitstatus not in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
             and not self.load_error
         )
@@ -196,6 +251,12 @@ class RunRecorder:
         terminalreporter.write_line(
             f"{self.written} outcomes recorded for {meta.backend} in {Path(self.run_dir)}"
         )
+        if self.collection_errors:
+            terminalreporter.write_line(
+                f"{len(self.collection_errors)} file(s) or class(es) failed to collect, "
+                f"recorded as {COLLECTION_ERROR}: {', '.join(sorted(self.collection_errors))}",
+                red=True,
+            )
         if not meta.complete:
             first = "once the backend loads, " if self.load_error else ""
             terminalreporter.write_line(

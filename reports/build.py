@@ -23,11 +23,13 @@ from reports.tests_view import FailureGroup, build_failure_groups
 from reports.trends import Trends, build_trends
 from reports.viewmodel import (
     CategoryRow,
+    CollectionErrorRow,
     FileRow,
     OpRow,
     Summary,
     TriageRow,
     build_categories,
+    build_collection_errors,
     build_files,
     build_ops,
     build_summary,
@@ -63,6 +65,8 @@ class ReportModel:
     trends: Trends | None = None
     amended_by: list[str] = field(default_factory=list)  # reruns whose outcomes it shows
     modes: ModesView | None = None  # joined with a run of the other mode (eager, compile)
+    #: Files, modules or classes that failed to collect (each one record of the run).
+    collection_errors: list[CollectionErrorRow] = field(default_factory=list)
 
 
 def model_from_frame(
@@ -95,6 +99,7 @@ def model_from_frame(
         baseline=build_baseline(frame, *baseline, backend=meta.backend) if baseline else None,
         diff=build_diff(frame, *before) if before else None,
         trends=trends,
+        collection_errors=build_collection_errors(frame),
     )
 
 

@@ -99,6 +99,16 @@ def run_report(args: argparse.Namespace) -> int:
         f"{t.n_failed:,} failed, {t.n_skipped:,} skipped "
         f"[{time.perf_counter() - started:.1f} s]"
     )
+    # Tests that never ran are in no count above: name the files they were in.
+    for row in model.collection_errors:
+        expected = f", expected by {row.skip_entry}" if row.skip_entry else ""
+        print(f"  failed to collect ({row.outcome}{expected}): {row.test_id}: {row.headline}")
+    if model.diff is not None:
+        for drop in model.diff.fewer_tests:
+            print(f"  fewer tests than {model.diff.before.run_id}: {drop.describe()}")
+    point = model.trends.of_run(model.meta.run_id) if model.trends else None
+    for drop in point.fewer_tests if point is not None else ():
+        print(f"  fewer tests than {point.compared_with} (history): {drop.describe()}")
     for path in written:
         print(f"  {path}")
     sys.stdout.flush()

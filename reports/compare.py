@@ -4,6 +4,7 @@ backend) and an earlier run (what changed, with upstream churn kept apart).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -11,11 +12,24 @@ from conformance.baseline import join_coverage
 from conformance.model import OUTCOMES, RunMeta
 from reports.counts import Counts, bucket_of
 from reports.tests_view import LIST_COLUMNS
+from reports.viewmodel import collection_rows
 
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["DIFF_KINDS", "BaselineView", "DiffKind", "DiffView", "build_baseline", "build_diff"]
+__all__ = [
+    "DIFF_KINDS",
+    "BaselineView",
+    "DiffKind",
+    "DiffView",
+    "FileDrop",
+    "build_baseline",
+    "build_diff",
+    "collection_errors_by_file",
+    "fewer_tests",
+    "file_drops",
+    "tests_by_file",
+]
 
 
 _BUCKETS = {name: bucket_of(name) for name in OUTCOMES}
@@ -116,15 +130,66 @@ class DiffKind:
         return self.key in ("added", "removed")
 
 
+@dataclass(frozen=True, slots=True)
+class FileDrop:
+    """A file from which this run collected fewer tests than the run it is compared with:
+    ``before`` and ``now`` count its tests (0 now for a file that vanished or failed to
+    collect); ``error`` is the first line of its collection error in this run, or ""."""
+
+    file: str
+    before: int
+    now: int
+    error: str = ""
+
+    def describe(self) -> str:
+        """``test_x.py: 84 tests before, 0 now (failed to collect: SyntaxError: ...)``."""
+        why = f" (failed to collect: {self.error})" if self.error else ""
+        return f"{self.file}: {self.before:,} tests before, {self.now:,} now{why}"
+
+
+def tests_by_file(frame: pandas.DataFrame) -> dict[str, int]:
+    """How many tests a run collected from each file, counted from its records (every
+    collected test has one, a deselected test too); a collection error's record is no test."""
+    return {
+        str(k): int(n) for k, n in frame.loc[~collection_rows(frame)].groupby("file").size().items()
+    }
+
+
+def collection_errors_by_file(frame: pandas.DataFrame, column: str = "message") -> dict[str, str]:
+    """Each file's collection error in a run, the first line of its ``column`` (the message;
+    ``detail``, the exception's type, where a large run is read without its messages)."""
+    errors = frame.loc[collection_rows(frame)].drop_duplicates("file")
+    return dict(zip(errors["file"], errors[column].str.split("\n").str[0], strict=True))
+
+
+def file_drops(
+    now: Mapping[str, int], before: Mapping[str, int], errors: Mapping[str, str]
+) -> list[FileDrop]:
+    """The files of ``before`` (tests per file) with fewer tests ``now``, by file name,
+    each with its collection error from ``errors``."""
+    return [
+        FileDrop(file, count, now.get(file, 0), errors.get(file, ""))
+        for file, count in sorted(before.items())
+        if now.get(file, 0) < count
+    ]
+
+
+def fewer_tests(frame: pandas.DataFrame, before: pandas.DataFrame) -> list[FileDrop]:
+    """The files of ``before`` from which ``frame`` (a later run) collected fewer tests."""
+    return file_drops(tests_by_file(frame), tests_by_file(before), collection_errors_by_file(frame))
+
+
 @dataclass
 class DiffView:
-    """What changed from an earlier run (``before``) to this one."""
+    """What changed from an earlier run (``before``) to this one; ``fewer_tests`` lists the
+    files this run collected fewer tests from."""
 
     before: RunMeta
     before_counts: Counts
     after_counts: Counts
     kinds: list[DiffKind]
     common: int
+    fewer_tests: list[FileDrop] = field(default_factory=list)
 
 
 def build_diff(frame: pandas.DataFrame, before_meta: RunMeta, before: pandas.DataFrame) -> DiffView:
@@ -155,6 +220,7 @@ def build_diff(frame: pandas.DataFrame, before_meta: RunMeta, before: pandas.Dat
         after_counts=_totals(frame),
         kinds=kinds,
         common=int(was.notna().sum()),
+        fewer_tests=fewer_tests(frame, before),
     )
 
 

@@ -162,6 +162,8 @@ def write_html(model: ReportModel, out_dir: Path) -> list[Path]:
         triage=model.triage,
         entries=model.entries,
         entries_shown=ENTRIES_SHOWN,
+        collection_errors=model.collection_errors,
+        trend=model.trends.of_run(model.meta.run_id) if model.trends else None,
     )
     w.page(
         "entries.html.j2",

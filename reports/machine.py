@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reports.build import ReportModel
+from reports.compare import FileDrop
 from reports.counts import percent
 from reports.messages import printable
 
@@ -41,7 +42,16 @@ __all__ = [
 #      ``common``, ``eager_passed``, ``compile_passed``, the test_ids that
 #      ``fail_compiled_only`` and ``fail_eager_only``, and both counts ``by_category`` and
 #      ``by_op``.
-JSON_FORMAT = 4
+#   5: ``collection_errors`` lists the files, modules or classes that failed to collect:
+#      ``test_id``, ``file``, ``outcome`` (``error``, or the outcome a skiplist entry
+#      expected), ``detail`` (the exception's type), ``message`` and ``skip_entry``; ``diff``
+#      gains ``fewer_tests``: the files this run collected fewer tests from than the run it
+#      is compared with (``file``, ``before``, ``now``, ``error``: the first line of its
+#      collection error, or ""); each run of ``trends.runs`` gains ``fewer_tests`` (the
+#      same, against the run of the same selection before it, the error being the
+#      exception's type) and ``compared_with`` (that run's id, or ""), empty in
+#      ``trends.releases``.
+JSON_FORMAT = 5
 HUD_FORMAT = 1
 #: Test ids listed in the HUD record: its ingest caps a record at 2 MB.
 HUD_FAILED_LIMIT = 1000
@@ -80,6 +90,17 @@ def json_summary(model: ReportModel) -> dict[str, Any]:
             "fallback_ops": summary.fallback_ops,
         },
         "files": [{"file": r.file, **r.counts.to_dict()} for r in model.files],
+        "collection_errors": [
+            {
+                "test_id": r.test_id,
+                "file": r.file,
+                "outcome": r.outcome,
+                "detail": r.detail,
+                "message": r.message,
+                "skip_entry": r.skip_entry,
+            }
+            for r in model.collection_errors
+        ],
         "categories": [
             {"category": r.category, **r.counts.to_dict(), "top_details": dict(r.details)}
             for r in model.categories
@@ -159,6 +180,10 @@ def json_summary(model: ReportModel) -> dict[str, Any]:
             "before_run": model.diff.before.run_id,
             "common": model.diff.common,
             **{k.key: k.rows["test_id"].tolist() for k in model.diff.kinds},
+            "fewer_tests": [
+                {"file": d.file, "before": d.before, "now": d.now, "error": d.error}
+                for d in model.diff.fewer_tests
+            ],
         }
     return data
 
@@ -191,6 +216,16 @@ def _amended(model: ReportModel) -> str:
         return ""
     reruns = ", ".join(f"`{_code(run_id)}`" for run_id in model.amended_by)
     return f" amended by {'rerun' if len(model.amended_by) == 1 else 'reruns'} {reruns}"
+
+
+def _fewer_tests(run_id: str, drops: list[FileDrop]) -> list[str]:
+    """The lines that list the files a run collected fewer tests from than ``run_id``."""
+    lines = ["", f"Files with fewer tests than `{_code(run_id)}`:", ""]
+    return lines + [
+        f"- `{_code(d.file)}`: {d.before:,} tests before, {d.now:,} now"
+        + (f" (failed to collect: `{_code(d.error)}`)" if d.error else "")
+        for d in drops
+    ]
 
 
 def markdown_summary(model: ReportModel, *, top: int = 10) -> str:
@@ -226,6 +261,14 @@ def markdown_summary(model: ReportModel, *, top: int = 10) -> str:
             if getattr(t, name)
         ],
     )
+    if model.collection_errors:
+        lines += ["", "### Failed to collect", ""]
+        lines += [
+            f"- `{_code(r.test_id)}` ({r.outcome}"
+            + (f", expected by `{_code(r.skip_entry)}`" if r.skip_entry else "")
+            + f"): `{_code(r.headline)}`"
+            for r in model.collection_errors
+        ]
     lines += ["", "### Not passed, by category", ""]
     lines += _table(
         ["category", "failed", "skipped"],
@@ -265,6 +308,8 @@ def markdown_summary(model: ReportModel, *, top: int = 10) -> str:
     if model.diff:
         lines += ["", f"### Changes since `{model.diff.before.run_id}`", ""]
         lines += _table(["change", "tests"], [[k.title, len(k.rows)] for k in model.diff.kinds])
+        if model.diff.fewer_tests:
+            lines += _fewer_tests(model.diff.before.run_id, model.diff.fewer_tests)
         new = next(k for k in model.diff.kinds if k.key == "new_failures")
         if len(new.rows):
             lines += ["", "New failures:", ""]
@@ -279,6 +324,10 @@ def markdown_summary(model: ReportModel, *, top: int = 10) -> str:
             ]
             if len(new.rows) > top:
                 lines.append(f"- … and {len(new.rows) - top:,} more")
+    point = model.trends.of_run(meta.run_id) if model.trends else None
+    if point is not None and point.fewer_tests:
+        lines += ["", f"### Against `{_code(point.compared_with)}`, the run before it"]
+        lines += _fewer_tests(point.compared_with, point.fewer_tests)
     if model.triage:
         lines += ["", f"### Top {min(top, len(model.triage))} missing lowerings", ""]
         lines += _table(

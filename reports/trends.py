@@ -1,8 +1,9 @@
 """Trends over the runs of a runs root: one point per run, one row per release.
 
-Reading a root of many large runs must stay bounded, so each run is reduced to its counts
-and a sorted array of test-id hashes (enough to count tests added and removed) before the
-next is read.
+Reading a root of many large runs must stay bounded, so each run is reduced to its counts,
+a sorted array of test-id hashes (enough to count tests added and removed) and its tests
+per file (enough to say which files it collected fewer tests from than the run before it
+of the same selection) before the next is read.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from conformance.model import CATEGORIES, RunMeta
+from reports.compare import FileDrop, collection_errors_by_file, file_drops, tests_by_file
 from reports.counts import SKIP_OUTCOMES, Counts
 from reports.loading import load_run, run_dirs
 
@@ -35,7 +37,15 @@ class TrendPoint:
     skipped_by_category: dict[str, int]
     added: int = 0  # tests not in the previous point (upstream churn)
     removed: int = 0
+    #: Files this run collected fewer tests from than the last earlier run of the same
+    #: selection (``compared_with``); empty for a release row.
+    fewer_tests: list[FileDrop] = field(default_factory=list)
+    compared_with: str = ""
     ids: numpy.ndarray | None = field(default=None, repr=False)
+    #: Tests per file, and what a run must share with another to be compared file by
+    #: file (suite, shard, filters; None for a rerun): only needed while building.
+    files: dict[str, int] | None = field(default=None, repr=False)
+    selection: tuple[object, ...] | None = field(default=None, repr=False)
 
     @property
     def label(self) -> str:
@@ -51,6 +61,11 @@ class TrendPoint:
             "skipped_by_category": self.skipped_by_category,
             "added": self.added,
             "removed": self.removed,
+            "compared_with": self.compared_with,
+            "fewer_tests": [
+                {"file": d.file, "before": d.before, "now": d.now, "error": d.error}
+                for d in self.fewer_tests
+            ],
         }
 
 
@@ -61,6 +76,15 @@ class Trends:
 
     runs: list[TrendPoint]
     releases: list[TrendPoint]
+
+    def of_run(self, run_id: str) -> TrendPoint | None:
+        """The point of one run, or None when the root does not hold it."""
+        return next((p for p in reversed(self.runs) if p.run_id == run_id), None)
+
+    @property
+    def with_fewer_tests(self) -> list[TrendPoint]:
+        """The runs that collected fewer tests from some file than the run before them."""
+        return [p for p in self.runs if p.fewer_tests]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -108,7 +132,7 @@ def build_trends(
             meta, frame = loaded[run_dir.resolve()]
         else:
             # Only the columns a trend point needs: a root may hold many large runs.
-            meta, frame = load_run(run_dir, columns=["ops_fallback"])
+            meta, frame = load_run(run_dir, columns=["ops_fallback", "file", "template", "detail"])
         if backend is not None and meta.backend and meta.backend != backend:
             continue
         if mode is not None and (meta.mode or "eager") != mode:
@@ -128,8 +152,12 @@ def build_trends(
                 c: int(by_category[c]) for c in CATEGORIES if by_category.get(c, 0)
             },
             ids=_hashes(frame["test_id"].tolist()),
+            files=tests_by_file(frame),
+            selection=None if meta.amends else (meta.suite, meta.shard, tuple(meta.filters)),
         )
         point.added, point.removed = _churn(point, points[-1] if points else None)
+        # The exception's type names a collection error: messages are the bulk of a run.
+        _compare_files(point, points, collection_errors_by_file(frame, "detail"))
         points.append(point)
         del frame
     releases: dict[str, TrendPoint] = {}
@@ -137,9 +165,24 @@ def build_trends(
         releases[point.torch_version or "unknown"] = point  # the last run of each release
     release_points = []
     for version, point in releases.items():
-        copy = TrendPoint(**{**point.__dict__, "torch_version": version})
+        copy = TrendPoint(
+            **{**point.__dict__, "torch_version": version, "fewer_tests": [], "compared_with": ""}
+        )
         copy.added, copy.removed = _churn(copy, release_points[-1] if release_points else None)
         release_points.append(copy)
     for point in (*points, *release_points):
         point.ids = None  # only needed to count churn
+        point.files = point.selection = None
     return Trends(runs=points, releases=release_points)
+
+
+def _compare_files(point: TrendPoint, earlier: list[TrendPoint], errors: dict[str, str]) -> None:
+    """Set ``point.fewer_tests`` against the last earlier run of the same selection (a
+    rerun, or a run of other files, says nothing of what a file should hold)."""
+    if point.selection is None or point.files is None:
+        return
+    for previous in reversed(earlier):
+        if previous.selection == point.selection and previous.files is not None:
+            point.compared_with = previous.run_id
+            point.fewer_tests = file_drops(point.files, previous.files, errors)
+            return

@@ -14,9 +14,10 @@ import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from conformance.model import CATEGORIES, OUTCOMES, RunMeta
+from conformance.model import CATEGORIES, COLLECTION_ERROR, OUTCOMES, RunMeta
 from reports.counts import FAIL_OUTCOMES, SKIP_OUTCOMES, Counts, bucket_of
 from reports.loading import OP_STATUSES, OpCoverage
+from reports.messages import printable
 from reports.tests_view import shown_column
 
 if TYPE_CHECKING:
@@ -26,15 +27,18 @@ if TYPE_CHECKING:
 __all__ = [
     "PAGE_SIZE",
     "CategoryRow",
+    "CollectionErrorRow",
     "FileRow",
     "OpRow",
     "Summary",
     "TriageRow",
     "build_categories",
+    "build_collection_errors",
     "build_files",
     "build_ops",
     "build_summary",
     "build_triage",
+    "collection_rows",
     "counts_by",
     "prepare",
     "slugs_for",
@@ -197,26 +201,80 @@ def _ordered_counts(categories: pandas.Series) -> list[tuple[str, int]]:
 
 @dataclass(frozen=True, slots=True)
 class FileRow:
-    """One upstream test file: counts and how many listing pages its tests fill."""
+    """One upstream test file: counts and how many listing pages its tests fill. The counts
+    include the record of the file (or a class of it) if it failed to collect, and
+    ``collection_error`` then holds the exception's first line."""
 
     file: str
     slug: str
     counts: Counts
     pages: int
+    collection_error: str = ""
 
 
 def build_files(frame: pandas.DataFrame) -> list[FileRow]:
     """One row per upstream file, sorted by file name."""
     counts = counts_by(frame, ["file"])
     slugs = frame.groupby("file", sort=True)["slug"].first()
+    broken = {row.file: row.headline for row in reversed(build_collection_errors(frame))}
     return [
         FileRow(
             file=name,
             slug=slug,
             counts=counts[name],
             pages=max(1, -(-counts[name].total // PAGE_SIZE)),
+            collection_error=broken.get(name, ""),
         )
         for name, slug in slugs.items()
+    ]
+
+
+def collection_rows(frame: pandas.DataFrame) -> pandas.Series:
+    """Which records of a run stand for a file, module or class that failed to collect
+    (conformance.model.is_collection_record, over a whole frame; a frame read without the
+    template column is taken to hold tests only)."""
+    import pandas
+
+    if "template" not in frame.columns:
+        return pandas.Series(False, index=frame.index)
+    return (frame["category"] == COLLECTION_ERROR) & (frame["template"] == "")
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionErrorRow:
+    """A file, module or class of the run that failed to collect, so that none of its tests
+    ran: ``test_id`` names it (its file, then its class), ``outcome`` is ``error`` unless a
+    skiplist entry (``skip_entry``) expected it, ``detail`` the exception's type and
+    ``message`` the exception, bounded for display; ``href`` is its row on its file page."""
+
+    test_id: str
+    file: str
+    outcome: str
+    detail: str
+    message: str
+    skip_entry: str
+    href: str
+
+    @property
+    def headline(self) -> str:
+        """The exception's first line."""
+        return self.message.split("\n", 1)[0]
+
+
+def build_collection_errors(frame: pandas.DataFrame) -> list[CollectionErrorRow]:
+    """The collection errors of a prepared run, in file order."""
+    rows = frame.loc[collection_rows(frame)]
+    return [
+        CollectionErrorRow(
+            test_id=str(row.test_id),
+            file=str(row.file),
+            outcome=str(row.outcome),
+            detail=str(row.detail),
+            message=printable(row.message),
+            skip_entry=str(row.skip_entry),
+            href=str(row.href),
+        )
+        for row in rows.itertuples(index=False)
     ]
 
 

@@ -69,7 +69,9 @@ ENTRY_KEYS = (
     "strict",
 )
 _PLACEHOLDER_REASONS = {"todo", "tbd", "fixme", "xxx", "?", "-", "n/a", "none", "unknown"}
-_TEST_ID = re.compile(r"[^\s:]+(::[^\s:]+)+")
+# A test's (file::Class::name), or a test file's alone: the test_id of a file that failed
+# to collect (conformance.model.COLLECTION_ERROR).
+_TEST_ID = re.compile(r"[^\s:]+(::[^\s:]+)+|[^\s:]+\.py")
 _DEVICE_TOKEN = re.compile(r"PRIVATEUSE1|privateuse1")
 _LOOSE_TEXT = re.compile(r"[^\s]+")
 _LINK = re.compile(r"https?://\S+")
@@ -324,7 +326,11 @@ def _selector(table: Mapping[str, Any], fail: Any, text: Any, *, cause: bool = F
             raise fail("must be a test_id or a non-empty list of test_ids", "test_id")
         for test_id in test_ids:
             if not isinstance(test_id, str) or not _TEST_ID.fullmatch(test_id):
-                raise fail(f"{test_id!r} is not a test_id (file::Class::test_name)", "test_id")
+                raise fail(
+                    f"{test_id!r} is not a test_id (file::Class::test_name, or a file.py "
+                    "that failed to collect)",
+                    "test_id",
+                )
             if _DEVICE_TOKEN.search(test_id):
                 raise fail(
                     f"{test_id!r} names a device; test_ids are device-independent", "test_id"
