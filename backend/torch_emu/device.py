@@ -14,7 +14,10 @@ from typing import Any
 
 import torch
 
+from torch_emu import amp
+
 __all__ = [
+    "amp",
     "current_device",
     "device",
     "device_count",

@@ -156,3 +156,44 @@ def test_tensors_from_two_devices_are_rejected_like_cuda():
     # 0-dim CPU tensors act as scalars, and CPU index tensors are accepted, as on CUDA.
     assert (a + torch.tensor(2.0)).cpu().tolist() == [3.0] * 3
     assert a[torch.tensor([0, 2])].cpu().tolist() == [1.0, 1.0]
+    # ... but never as what an op writes: a 0-dim out= on the CPU is refused too.
+    with pytest.raises(RuntimeError, match=f"{same_device}, emu:0 and cpu!"):
+        torch.amin(a, 0, out=torch.empty(()))
+    with pytest.raises(RuntimeError, match=f"{same_device}, emu:0 and cpu!"):
+        torch.exp(a, out=torch.empty(3))
+
+
+def test_deterministic_mode_fills_new_memory_as_the_cpu_does():
+    torch.use_deterministic_algorithms(True)
+    try:
+        floats = torch.empty(4, device="emu")
+        ints = torch.empty_strided((2, 2), (1, 2), dtype=torch.int32, device="emu")
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert floats.isnan().all()
+    assert (ints.cpu() == torch.iinfo(torch.int32).max).all()
+
+
+def test_ops_that_have_kernels_of_their_own_beyond_the_families(no_fallback):
+    x = torch.arange(6, device="emu")
+    assert (x << 2).cpu().tolist() == (torch.arange(6) << 2).tolist()
+    assert (x >> 1).cpu().tolist() == (torch.arange(6) >> 1).tolist()
+    weight = torch.randint(-8, 8, (3, 4), dtype=torch.int8)
+    inputs, scales = torch.randn(2, 4), torch.rand(3)
+    packed = torch._weight_int8pack_mm(inputs.to("emu"), weight.to("emu"), scales.to("emu"))
+    torch.testing.assert_close(packed.cpu(), torch._weight_int8pack_mm(inputs, weight, scales))
+
+
+def test_gradient_scaling_runs_on_the_device(no_fallback):
+    model = torch.nn.Linear(3, 1).to("emu")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.emu.amp.GradScaler()
+    assert scaler.is_enabled() and isinstance(scaler, torch.amp.GradScaler)
+    scaler.scale(model(torch.ones(2, 3, device="emu")).sum()).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    assert scaler.get_scale() == 65536.0  # finite grads: the scale holds
+    model.weight.grad.fill_(float("inf"))
+    scaler.step(optimizer)  # skipped: an inf grad
+    scaler.update()
+    assert scaler.get_scale() == 32768.0

@@ -18,6 +18,7 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
@@ -465,6 +466,18 @@ c10::DeviceIndex target_index(std::optional<c10::Device> device) {
   return tls_current_device;
 }
 
+// With deterministic algorithms on, torch fills new memory (NaN, or an integer
+// type's largest value) so that reading it uninitialized gives the same result
+// every time; the CPU and CUDA factories do it, and tests check it.
+at::Tensor filled_if_deterministic(at::Tensor t) {
+  const auto& context = at::globalContext();
+  if (context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory()) {
+    at::Tensor alias = cpu_alias(t);
+    at::native::fill_empty_deterministic_(alias);
+  }
+  return t;
+}
+
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> layout,
                                std::optional<c10::Device> device, std::optional<bool>,
@@ -472,9 +485,9 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   TORCH_CHECK(!layout || *layout == c10::kStrided,
               "emu: unsupported feature 'sparse': sparse layouts are not implemented on emu");
   c10::DeviceGuard guard(c10::Device(kEmu, target_index(device)));
-  return at::detail::empty_generic(size, &allocator,
-                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                   c10::dtype_or_default(dtype), memory_format);
+  return filled_if_deterministic(at::detail::empty_generic(
+      size, &allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      c10::dtype_or_default(dtype), memory_format));
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -483,9 +496,9 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   TORCH_CHECK(!layout || *layout == c10::kStrided,
               "emu: unsupported feature 'sparse': sparse layouts are not implemented on emu");
   c10::DeviceGuard guard(c10::Device(kEmu, target_index(device)));
-  return at::detail::empty_strided_generic(size, stride, &allocator,
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                           c10::dtype_or_default(dtype));
+  return filled_if_deterministic(at::detail::empty_strided_generic(
+      size, stride, &allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      c10::dtype_or_default(dtype)));
 }
 
 // Zero tensors stand for derivatives known to be zero (forward- and backward-mode
@@ -658,13 +671,14 @@ class DerivedKernel final : public c10::OperatorKernel {
     std::vector<c10::IValue> originals = args;  // shallow: IValues share the tensors
     c10::DeviceIndex device = -1;
     // Like CUDA, an op takes tensors from one device only; CPU tensors are
-    // accepted as 0-dim scalars and, inside index lists, as indices.
+    // accepted as 0-dim scalar inputs and, inside index lists, as indices, but
+    // never as what the op writes (an out= on the CPU for emu inputs).
     bool host_tensor = false;
     AliasStorages shared;
     auto alias_of = [&](const at::Tensor& t, bool host_ok, bool written) -> at::Tensor {
       if (!t.defined()) return t;
       if (t.device().type() != kEmu) {
-        if (t.dim() > 0 && !host_ok) host_tensor = true;
+        if ((t.dim() > 0 || written) && !host_ok) host_tensor = true;
         return t;
       }
       if (device < 0) {

@@ -56,3 +56,5 @@ lower("aten::geqrf")
 lower("aten::linalg_ldl_solve.out", "aten::linalg_ldl_solve")
 lower("aten::geqrf.a")
 lower("aten::linalg_eigvals.out")
+# Weight-only int8 quantized matmul (per output channel scales), as the CPU runs it.
+lower("aten::_weight_int8pack_mm")

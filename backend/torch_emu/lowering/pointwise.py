@@ -270,3 +270,8 @@ lower("aten::gcd.out", "aten::gcd", "aten::gcd_")
 lower("aten::lcm.out", "aten::lcm", "aten::lcm_")
 lower("aten::bitwise_left_shift.Tensor_out")
 lower("aten::bitwise_right_shift.Tensor_out")
+# Python's shift operators have kernels of their own on the CPU and CUDA, not composites.
+lower("aten::__lshift__.Scalar", "aten::__lshift__.Tensor")
+lower("aten::__ilshift__.Scalar", "aten::__ilshift__.Tensor")
+lower("aten::__rshift__.Scalar", "aten::__rshift__.Tensor")
+lower("aten::__irshift__.Scalar", "aten::__irshift__.Tensor")
