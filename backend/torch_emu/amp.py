@@ -18,7 +18,7 @@ class GradScaler(torch.amp.GradScaler):
         super().__init__("emu", *args, **kwargs)
 
 
-class autocast(torch.amp.autocast):  # noqa: N801: torch's own spelling
+class autocast(torch.amp.autocast):
     """``torch.autocast("emu", ...)``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
