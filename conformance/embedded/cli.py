@@ -6,8 +6,11 @@
   tests per template.
 - ``conformance suite time [--device emu] [--selection smoke] [-n 2]`` runs the selection
   with pytest-xdist and prints its wall time.
+- ``conformance suite agree EMBEDDED_RUN... --upstream UPSTREAM_RUN...`` joins recorded
+  runs of the suite with runs of upstream's files and prints how well they agree, per
+  template (see :mod:`conformance.agreement`).
 
-Both run pytest with ``-p no:conformance``: they measure the suite itself, without the
+``counts`` and ``time`` run pytest with ``-p no:conformance``: they measure the suite itself, without the
 harness plugin's skiplists and recording.
 """
 
@@ -20,6 +23,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from conformance.embedded import DEFAULT_SELECTION, SELECTION_ENV, SELECTIONS, SUITE_DIR, TEMPLATES
 from conformance.errors import ConfigError, ConformanceError
@@ -38,7 +42,7 @@ _PYTEST = (sys.executable, "-m", "pytest", "-p", "no:conformance", "-p", "no:cac
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``suite`` command and its subcommands."""
     suite = subparsers.add_parser(
-        "suite", help="the embedded conformance suite: path, counts, time"
+        "suite", help="the embedded conformance suite: path, counts, time, agreement with upstream"
     )
     commands = suite.add_subparsers(dest="suite_command", metavar="SUBCOMMAND", required=True)
 
@@ -55,6 +59,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "-n", "--workers", type=_workers, default=2, help="pytest-xdist workers (default 2)"
     )
     timing.set_defaults(handler=_time_command)
+
+    agree = commands.add_parser(
+        "agree",
+        help="how well recorded runs of the suite agree with runs of upstream's files",
+        description="Join runs of the embedded suite with runs of upstream's test files on "
+        "(class, template, op, dtype, params, mode), for the templates both have, and print "
+        "per template how often their verdicts agree, where the suite misses a failure and "
+        "where it reports a false one. Exit 0 whatever the agreement (it is a report).",
+    )
+    agree.add_argument(
+        "embedded", nargs="+", metavar="EMBEDDED_RUN", help="runs of the embedded suite (shards)"
+    )
+    agree.add_argument(
+        "--upstream",
+        nargs="+",
+        required=True,
+        metavar="UPSTREAM_RUN",
+        help="runs of upstream's test files on the same device (shards)",
+    )
+    agree.add_argument("--template", help="only this template (upstream's name or the suite's)")
+    agree.add_argument("--json", metavar="FILE", help="also write the full report as JSON")
+    agree.add_argument(
+        "--show",
+        type=_count,
+        default=10,
+        metavar="N",
+        help="disagreements listed per template (default 10; 0: none)",
+    )
+    agree.add_argument("--runs-root", default="runs", metavar="DIR", help="default: runs")
+    agree.set_defaults(handler=_agree_command)
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -74,6 +108,16 @@ def _workers(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a number of workers: {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"workers must be 0 or more, got {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
 
 
@@ -200,6 +244,52 @@ def _time_command(args: argparse.Namespace) -> int:
 def _summary_line(stdout: str) -> str:
     lines = [line for line in stdout.strip().splitlines() if line.strip()]
     return lines[-1].strip("= ") if lines else "(no pytest summary)"
+
+
+def _read_runs(refs: Sequence[str], root: str, suite: str, option: str) -> list:
+    """The records of each run ``refs`` names (a rerun read with the run it amends), checked
+    to hold tests of ``suite``; ConfigError naming the run otherwise."""
+    from conformance.agreement import COLUMNS
+    from conformance.store import read_as_amended, resolve_run
+
+    runs = []
+    for ref in refs:
+        run_dir = resolve_run(ref, root)
+        meta, frame = read_as_amended(run_dir, COLUMNS)
+        if not (frame["suite"] == suite).any():
+            found = ", ".join(sorted(set(frame["suite"]))) or "no records"
+            raise ConfigError(
+                f"run {meta.run_id} ({run_dir}) holds no tests of the {suite} suite ({found})",
+                where=option,
+            )
+        runs.append((meta, frame))
+    return runs
+
+
+def _agree_command(args: argparse.Namespace) -> int:
+    """Print the agreement report; exit 0 whatever it says."""
+    from conformance.agreement import agreement, format_report
+
+    embedded = _read_runs(args.embedded, args.runs_root, "embedded", "EMBEDDED_RUN")
+    upstream = _read_runs(args.upstream, args.runs_root, "upstream", "--upstream")
+    for attribute, what in (("backend", "devices"), ("mode", "modes")):
+        seen = {m.run_id: getattr(m, attribute) for m, _ in embedded + upstream}
+        seen = {run: value for run, value in seen.items() if value}
+        if len(set(seen.values())) > 1:
+            listed = "; ".join(f"{run}: {value}" for run, value in sorted(seen.items()))
+            raise ConfigError(f"the runs are of different {what} ({listed})", where="the runs")
+    report = agreement([f for _, f in embedded], [f for _, f in upstream], args.template)
+    if args.json:
+        import json
+
+        try:
+            Path(args.json).write_text(
+                json.dumps(report.to_dict(), indent=1) + "\n", encoding="utf-8"
+            )
+        except OSError as exc:
+            raise ConfigError(f"cannot write: {exc.strerror}", where=args.json) from None
+    print(format_report(report, show=args.show))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
