@@ -10,8 +10,8 @@
   runs of the suite with runs of upstream's files and prints how well they agree, per
   template (see :mod:`conformance.agreement`).
 
-``counts`` and ``time`` run pytest with ``-p no:conformance``: they measure the suite itself, without the
-harness plugin's skiplists and recording.
+``counts`` and ``time`` run pytest with ``-p no:conformance``: they measure the suite itself,
+without the harness plugin's skiplists and recording.
 """
 
 from __future__ import annotations
