@@ -396,7 +396,10 @@ def _load_skiplist(config: pytest.Config, backend: Any) -> Any:
     for path in paths:
         if not path.is_file():
             raise pytest.UsageError(f"--skiplist: no such file: {path}")
-    if not paths:
+    # The common layer (torch's own limits) applies under a backend's files, shipped or given.
+    if paths:
+        paths = [*skiplists.common_paths(torch_version), *paths]
+    else:
         paths = list(skiplists.default_paths(backend.name, torch_version))
     if not paths:
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from skiplists.apply import apply_to_items
 from skiplists.entry import TIERS, Selector, SkipEntry
 from skiplists.errors import SkiplistError
-from skiplists.skiplist import DATA_DIR, Skiplist, default_paths, load
+from skiplists.skiplist import DATA_DIR, Skiplist, common_paths, default_paths, load
 
 __all__ = [
     "DATA_DIR",
@@ -21,6 +21,7 @@ __all__ = [
     "Skiplist",
     "SkiplistError",
     "apply_to_items",
+    "common_paths",
     "default_paths",
     "load",
 ]

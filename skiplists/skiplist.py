@@ -15,7 +15,7 @@ from skiplists.entry import FIELD_NAMES, Selector, SkipEntry, specificity
 from skiplists.errors import SkiplistError
 from skiplists.loader import parse_file, torch_release
 
-__all__ = ["DATA_DIR", "Override", "Skiplist", "default_paths", "load"]
+__all__ = ["DATA_DIR", "Override", "Skiplist", "common_paths", "default_paths", "load"]
 
 #: Where the shipped skiplists live: ``common/`` for every backend, one folder per backend;
 #: in each, ``base.toml`` for every torch release and ``torch-MAJOR.MINOR.toml`` overlays.
@@ -29,15 +29,25 @@ _is_none = partial(operator.is_, None)
 
 def default_paths(backend: str, torch_version: str, *, data_dir: Path = DATA_DIR) -> list[Path]:
     """The shipped files that apply, in layer order (later layers override earlier ones):
-    common entries, common overlay for the torch release, the backend's entries, the
-    backend's overlay. Files that do not exist are left out."""
+    common entries, common overlay for the torch release, the backend's entries (``base.toml``,
+    and ``upstream.toml``, its list for PyTorch's own test files), the backend's overlay.
+    Files that do not exist are left out."""
     release = torch_release(torch_version)
-    candidates = [
-        data_dir / "common" / "base.toml",
-        data_dir / "common" / f"torch-{release}.toml",
+    backend_files = [
         data_dir / backend / "base.toml",
+        data_dir / backend / "upstream.toml",
         data_dir / backend / f"torch-{release}.toml",
     ]
+    return common_paths(torch_version, data_dir=data_dir) + [
+        path for path in backend_files if path.is_file()
+    ]
+
+
+def common_paths(torch_version: str, *, data_dir: Path = DATA_DIR) -> list[Path]:
+    """The common layer, which every backend's run loads under its own files: failures that
+    are torch's (category ``torch_limitation``), named once for every backend."""
+    release = torch_release(torch_version)
+    candidates = [data_dir / "common" / "base.toml", data_dir / "common" / f"torch-{release}.toml"]
     return [path for path in candidates if path.is_file()]
 
 

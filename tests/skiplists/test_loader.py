@@ -213,18 +213,28 @@ def test_precedence_exact_then_fields_then_pattern(tmp_path: Path) -> None:
 
 
 def test_default_paths_layers_common_backend_and_overlay(tmp_path: Path) -> None:
-    for name in ("common/base.toml", "emu/base.toml", "emu/torch-2.13.toml", "emu/torch-2.12.toml"):
+    names = (
+        "common/base.toml",
+        "common/torch-2.13.toml",
+        "emu/base.toml",
+        "emu/upstream.toml",
+        "emu/torch-2.13.toml",
+        "emu/torch-2.12.toml",
+    )
+    for name in names:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("", encoding="utf-8")
     paths = skiplists.default_paths("emu", "2.13.0+cpu", data_dir=tmp_path)
     assert [p.relative_to(tmp_path).as_posix() for p in paths] == [
         "common/base.toml",
+        "common/torch-2.13.toml",
         "emu/base.toml",
+        "emu/upstream.toml",
         "emu/torch-2.13.toml",
     ]
-    assert skiplists.default_paths("cpu", "2.13.0", data_dir=tmp_path) == [
-        tmp_path / "common/base.toml"
-    ]
+    common = [tmp_path / "common/base.toml", tmp_path / "common/torch-2.13.toml"]
+    assert skiplists.default_paths("cpu", "2.13.0", data_dir=tmp_path) == common
+    assert skiplists.common_paths("2.13.0", data_dir=tmp_path) == common
 
 
 def test_missing_file_and_bad_torch_version(tmp_path: Path) -> None:
@@ -317,3 +327,21 @@ def test_a_bad_suite_in_the_header_is_named(tmp_path: Path) -> None:
     path = write(tmp_path, '[skiplist]\nsuite = "both"\n')
     with pytest.raises(SkiplistError, match="'both' is not a suite; use one of upstream, embedded"):
         load(path)
+
+
+def test_shipped_common_layer_names_torchs_own_limits_for_every_backend() -> None:
+    from conformance.model import TestIdentity
+
+    paths = skiplists.common_paths("2.13.0+cpu")
+    assert [p.name for p in paths] == ["torch-2.13.toml"]
+    test_id = "test_modules.py::TestModule::test_to_nn_Linear_swap_False_set_grad_True_float32"
+    for backend in ("emu", "another_backend"):
+        listed = skiplists.load(
+            skiplists.default_paths(backend, "2.13.0+cpu"), backend=backend, torch_version="2.13.0"
+        )
+        identity = TestIdentity(
+            nodeid=test_id, test_id=test_id, file="test_modules.py", test_class="TestModule",
+            template="test_to", suite="upstream",
+        )  # fmt: skip
+        entry = listed.match(identity)
+        assert entry is not None and entry.category == "torch_limitation", backend
