@@ -407,13 +407,22 @@ def _compile_error(chain: list[BaseException], text: str) -> tuple[str, str] | N
 
 # Upstream skip reasons that say the test does not apply to this device.
 _NOT_APPLICABLE = re.compile(
-    r"Only runs on (?P<only>\w+)|\b(?P<decorator>\w+)(?: \[[^\]]*\])? ?: doesn't run on \w+|"
+    r"Only runs on (?:(?P<only>\w+)|\[(?P<onlylist>[^\]]*)\])|(?P<notfound>CUDA) not found|"
+    r"\b(?P<decorator>\w+)(?: \[[^\]]*\])? ?: doesn't run on \w+|"
     r"doesn't run on (?P<not>\w+)|fewer than \d+ devices|Skip as torch has no module of|"
     r"(?:CUDA|ROCm|cuDNN|MPS|XPU|GPU|Triton|NCCL|distributed)\w* (?:is )?not available|"
     r"[Rr]equires? (?:a )?(?P<needs>CUDA|GPU|ROCm|cuDNN|MPS|XPU|accelerator)|"
     r"onlyAccelerator|Insufficient \w+ memory|test skipped for CUDA version|"
     r"(?P<eager>runs eager only)",
 )
+# A package the test needs is not installed where it ran: the environment's problem.
+_MISSING_PACKAGE = re.compile(
+    r"\b(?P<package>SciPy|Scipy|scipy|psutil|numba|librosa|expecttest|hypothesis)\b "
+    r"(?:is )?(?:required|not (?:found|installed|available))|"
+    r"(?:[Rr]equires?|[Nn]eeds?) (?P<package2>SciPy|Scipy|scipy|psutil|numba|librosa)\b"
+)
+# torch's largeTensorTest has no memory check for PrivateUse1 devices and skips on them.
+_NO_MEMORY_CHECK = re.compile(r"^Unknown device type$")
 _SKIP_DTYPE = re.compile(
     rf"(?:does not support|unsupported|not supported for) (?:dtype:? )?(?:torch\.)?(?P<dtype>{_DTYPE_WORD})\b|"
     rf"\bdtype:? (?:torch\.)?(?P<dtype2>{_DTYPE_WORD}) (?:is )?not supported|"
@@ -431,8 +440,11 @@ def classify_skip(reason: str) -> tuple[str, str]:
     restrictions (``Only runs on cuda``, ``onlyNativeDeviceTypes: doesn't run on emu``)
     are not_applicable with the device required or the decorator; dtype refusals are
     unsupported_dtype with the dtype when named; the backend's own
-    ``unsupported feature '<name>'`` is unsupported_feature; everything else is
-    upstream_skip, with detail ``slow`` for slow-test skips.
+    ``unsupported feature '<name>'`` is unsupported_feature; a package the test needs and
+    the environment lacks (``Scipy required for the test``) is environment, with the
+    package; torch's largeTensorTest, which cannot check a PrivateUse1 device's memory, is
+    torch_limitation; everything else is upstream_skip, with detail ``slow`` for slow-test
+    skips.
     """
     text = reason.removeprefix("Skipped: ").strip()
     wrapped = re.match(r"not[ _]implemented: (?P<error>.*)", text, re.S)
@@ -454,10 +466,17 @@ def classify_skip(reason: str) -> tuple[str, str]:
         return "unsupported_dtype", _dtype(dtype) if dtype else ""
     match = _NOT_APPLICABLE.search(text)
     if match:
-        required = match["only"] or match["needs"] or ""
         if match["eager"]:
             return "not_applicable", "eager_only"
+        if match["onlylist"] is not None:
+            return "not_applicable", ",".join(re.findall(r"\w+", match["onlylist"].lower()))
+        required = match["only"] or match["needs"] or match["notfound"] or ""
         return "not_applicable", required.lower() or match["decorator"] or match["not"] or ""
+    match = _MISSING_PACKAGE.search(text)
+    if match:
+        return "environment", (match["package"] or match["package2"]).lower()
+    if _NO_MEMORY_CHECK.search(text):
+        return "torch_limitation", "largeTensorTest"
     if "PYTORCH_TEST_WITH_SLOW" in text or re.search(r"\bslow\b", text, re.I):
         return "upstream_skip", "slow"
     return "upstream_skip", ""

@@ -95,6 +95,8 @@ CATEGORIES = (
     # The cause is torch's: no PrivateUse1 backend can make the test pass on this torch
     # release (the common skiplist layer names these, once, for every backend).
     "torch_limitation",
+    # What ran the test lacks what it needs: a package (SciPy, psutil), not the backend.
+    "environment",
 )
 
 #: The category of a record that stands for a file, module or class that failed to collect

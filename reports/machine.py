@@ -85,6 +85,7 @@ def json_summary(model: ReportModel) -> dict[str, Any]:
             "failed_by_category": dict(summary.failed_by_category),
             "missing_lowering_tests": summary.missing_lowering_tests,
             "missing_lowering_skipped": summary.missing_lowering_skipped,
+            "other_device_skipped": summary.other_device_skipped,
             "missing_lowering_ops": summary.missing_lowering_ops,
             "passed_via_fallback": summary.fallback_passed,
             "fallback_ops": summary.fallback_ops,
@@ -238,8 +239,10 @@ def markdown_summary(model: ReportModel, *, top: int = 10) -> str:
         f"Run `{meta.run_id}`{_amended(model)} ({meta.suite or 'suite'}, {meta.mode}): "
         f"**{t.total:,}** outcomes, "
         f"**{t.n_passed:,}** passed ({t.pass_rate}), of which {s.fallback_passed:,} via CPU "
-        f"fallback; **{t.n_failed:,}** failed; **{t.n_skipped:,}** skipped, of which "
-        f"{s.missing_lowering_skipped:,} for a missing lowering. "
+        f"fallback; **{t.n_failed:,}** failed; **{t.n_skipped:,}** skipped: "
+        f"{s.other_device_skipped:,} written for another device type, "
+        f"{t.n_skipped - s.other_device_skipped:,} for other reasons "
+        f"({s.missing_lowering_skipped:,} for a missing lowering). "
         f"{s.missing_lowering_ops:,} missing lowerings block {s.missing_lowering_tests:,} tests.",
         "",
     ]

@@ -161,6 +161,9 @@ class Summary:
     failed_by_category: list[tuple[str, int]]
     missing_lowering_tests: int  # skipped or failed for a missing lowering
     missing_lowering_skipped: int
+    #: Skipped because the test is written for another device type (``Only runs on cuda``,
+    #: ``onlyNativeDeviceTypes``): not the backend's to pass; every other skip is.
+    other_device_skipped: int
     missing_lowering_ops: int
     fallback_passed: int
     fallback_ops: int
@@ -185,6 +188,13 @@ def build_summary(meta: RunMeta, frame: pandas.DataFrame) -> Summary:
         missing_lowering_tests=len(missing),
         missing_lowering_skipped=int(
             ((frame["category"] == "missing_lowering") & (frame["bucket"] == "skipped")).sum()
+        ),
+        other_device_skipped=int(
+            (
+                (frame["bucket"] == "skipped")
+                & (frame["category"] == "not_applicable")
+                & (frame["detail"] != "eager_only")
+            ).sum()
         ),
         missing_lowering_ops=int(missing[missing != ""].nunique()),
         fallback_passed=int(frame["via_fallback"].sum()),

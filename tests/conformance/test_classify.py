@@ -390,6 +390,16 @@ SKIPS = [
     ("Skipped! sparse backward not supported", ("upstream_skip", "")),
     ("Policy: we don't run OpInfo tests w/ Dynamo", ("upstream_skip", "")),
     ("Skipped: Expected: empty is not comparable", ("upstream_skip", "")),
+    # Reasons PyTorch's own test files give on emu (test_binary_ufuncs, test_unary_ufuncs,
+    # test_reductions, test_foreach, test_ops: torch 2.13).
+    ("Only runs on ['cuda', 'xpu']", ("not_applicable", "cuda,xpu")),
+    ("CUDA not found", ("not_applicable", "cuda")),
+    ("Scipy required for the test.", ("environment", "scipy")),
+    ("Requires SciPy", ("environment", "scipy")),
+    ("test require SciPy, but SciPy not found", ("environment", "scipy")),
+    ("Need psutil to determine if memory is sufficient", ("environment", "psutil")),
+    ("Unknown device type", ("torch_limitation", "largeTensorTest")),
+    ("Failing on some jobs", ("upstream_skip", "")),
 ]
 
 

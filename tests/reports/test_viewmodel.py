@@ -170,3 +170,21 @@ def test_a_failure_the_run_left_unclassified_counts_as_other() -> None:
     assert dict(model.summary.failed_by_category) == {"other": 1}
     assert [(row.category, row.counts.n_failed) for row in model.categories] == [("other", 1)]
     assert [g.category for g in model.failure_groups] == ["other"]
+
+
+def test_skips_for_another_device_type_are_told_apart_from_the_backends() -> None:
+    from reports.machine import markdown_summary
+
+    records = [
+        *small_records(),
+        record("test_x.py::TestX::test_cuda_only", "skipped", "not_applicable", detail="cuda"),
+        record("test_x.py::TestX::test_native", "skipped", "not_applicable", detail="onlyNative"),
+        record("test_x.py::TestX::test_eager", "skipped", "not_applicable", detail="eager_only"),
+        record("test_x.py::TestX::test_scipy", "skipped", "environment", detail="scipy"),
+    ]
+    model = model_from_frame(small_meta(), frame_of(records), generated="T")
+    assert model.summary.totals.n_skipped == 7
+    assert model.summary.other_device_skipped == 2  # compile mode's eager-only is not one
+    assert "7** skipped: 2 written for another device type, 5 for other reasons" in (
+        markdown_summary(model)
+    )
