@@ -22,6 +22,8 @@ ROOT = Path(__file__).parent
 BACKEND = ROOT / "backend"
 RUNS = ROOT / "runs"
 REPORT = ROOT / "report"
+#: Where `nox -s upstream` keeps its checkouts of PyTorch's test/.
+UPSTREAM_CACHE = ROOT / ".upstream-cache"
 
 
 def _backend_digest() -> str:
@@ -94,6 +96,24 @@ def nightly(session: nox.Session) -> None:
         "--report", str(root / "report"), *args,
         success_codes=[0, 1],  # 1: unexpected outcomes, which the report shows
     )  # fmt: skip
+
+
+@nox.session
+def upstream(session: nox.Session) -> None:
+    """emu on PyTorch's own test files at the installed torch's tag, with emu's lists (the
+    common layer and emu's upstream list): `conformance fetch` (from --repo-url URL when
+    given first, else PyTorch's repository), then `conformance run --upstream` of the default
+    selection; other arguments after -- go to the run (default: --shard 1/200 -n 2)."""
+    install_stack(session)
+    args = list(session.posargs)
+    fetch = ["conformance", "fetch"]
+    if args[:1] == ["--repo-url"]:
+        fetch += args[:2]
+        args = args[2:]
+    env = {"CONFORMANCE_CACHE_DIR": str(UPSTREAM_CACHE)}
+    session.run(*fetch, "--list-files", env=env)
+    run = ["conformance", "run", "--device", "emu", "--upstream", "--runs-root", str(RUNS)]
+    session.run(*run, *(args or ["--shard", "1/200", "-n", "2"]), env=env)
 
 
 @nox.session

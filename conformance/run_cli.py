@@ -36,6 +36,9 @@ __all__ = [
     "select_tests",
 ]
 
+#: The pytest configuration of upstream runs (see the file).
+UPSTREAM_PYTEST_INI = Path(__file__).resolve().parent / "data" / "pytest-upstream.ini"
+
 #: Worker restarts allowed before xdist gives up (each crashing test costs one).
 MAX_WORKER_RESTARTS = 100
 #: Default per-test time limit, seconds.
@@ -420,6 +423,8 @@ def _pytest_options(
     (last, as given after ``--``)."""
     options = ["--device", device, "--suite", selection.suite, "--rootdir", str(selection.rootdir)]
     options += ["-p", "no:cacheprovider"]
+    if selection.suite.startswith("upstream"):
+        options += ["-c", str(UPSTREAM_PYTEST_INI)]
     if args.backend_module and not baseline:
         options += ["--backend-module", args.backend_module]
     if args.mode != "eager" and not baseline:

@@ -101,3 +101,32 @@ def test_a_shard_runs_the_same_tests_on_emu_and_its_cpu_baseline(tmp_path, capsy
         assert summary["only_baseline"] == 0
         assert set(joined["baseline_outcome"]) - {""} and (joined["baseline_outcome"] != "").all()
     capsys.readouterr()
+
+
+@pytest.mark.slow
+def test_upstream_files_run_under_pytests_defaults_wherever_they_live(tmp_path):
+    """A checkout inside another project (a cache folder in a repository) is not run with
+    that project's pytest configuration: PyTorch's `serial` mark under --strict-markers
+    would otherwise fail every file to collect."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\naddopts = "--strict-markers -p no:nonexistent"\n'
+    )
+    tests = tmp_path / "cache" / "test"
+    tests.mkdir(parents=True)
+    (tests / "test_marked.py").write_text(
+        "import pytest\n"
+        "from torch.testing._internal.common_device_type import instantiate_device_type_tests\n"
+        "from torch.testing._internal.common_utils import TestCase\n\n\n"
+        "class TestMarked(TestCase):\n"
+        "    @pytest.mark.serial\n"
+        "    def test_one(self, device):\n"
+        "        self.assertTrue(True)\n\n\n"
+        "instantiate_device_type_tests(TestMarked, globals())\n"
+    )
+    code = run(
+        "--device", "cpu", "--tests", str(tests), "-n", "1", "--no-skiplist",
+        "--runs-root", str(tmp_path / "runs"), "--run-id", "marked",
+    )  # fmt: skip
+    _, frame = read_run(tmp_path / "runs" / "marked")
+    assert code == 0
+    assert frame["outcome"].tolist() == ["passed"]
