@@ -143,9 +143,14 @@ def _untraced_call(func: Any) -> Callable[..., Any]:
         key for name, key in keys.__members__.items() if name.startswith("Autocast")
     ]
     name = func.name()
-    lifted = [
-        key for key in candidates if not torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
-    ]
+    try:
+        lifted = [
+            key
+            for key in candidates
+            if not torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
+        ]
+    except RuntimeError:  # not a dispatcher operator (prim::device, a TorchScript op)
+        return func
     if not lifted:
         return func
 

@@ -14,13 +14,14 @@ from conformance.store import read_run
 UPSTREAM = Path(__file__).resolve().parents[3] / "shared" / "upstream" / "test"
 
 #: Templates whose checks read what tracing could disturb: view semantics and version
-#: counters (Python references, conjugate and negative views), lazy copy-on-write inputs.
+#: counters (Python references, conjugate and negative views), lazy copy-on-write inputs,
+#: fake tensors (whose mode sends TorchScript ops such as prim::device through the tracer).
 EMBEDDED = (
     "--suite",
     "embedded:smoke",
     "--",
     "-k",
-    "python_ref or (conj_view or neg_view or cow_input) and (neg or mul or sum or expand)",
+    "python_ref or (conj_view or neg_view or cow_input or test_fake) and (neg or mul or sum or expand)",
 )
 
 
