@@ -28,6 +28,7 @@ from reports.compare import FileDrop, fewer_tests
 from reports.synthetic import write_run
 from skiplists.errors import SkiplistError
 from skiplists.loader import parse_text
+from tests.conformance.test_resume import KILLED
 
 UPSTREAM = Path(__file__).resolve().parents[3] / "shared" / "upstream" / "test"
 GOOD = "test_scatter_gather_ops.py"
@@ -214,28 +215,10 @@ def test_a_skiplist_entry_that_expects_a_file_not_to_collect_passes_the_run(tmp_
     assert "expected by" in out
 
 
-KILLED_ONCE = """
-import os, signal, pathlib
-
-FLAG = pathlib.Path(__file__).with_name("killed.flag")
-
-def test_1():
-    pass
-
-def test_2():
-    if not FLAG.exists():  # the first run dies here, as if killed from outside
-        FLAG.write_text("killed")
-        os.kill(os.getpid(), signal.SIGKILL)
-
-def test_3():
-    pass
-"""
-
-
 @pytest.mark.slow
 def test_a_resumed_run_records_each_broken_file_once(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
-        test_killed=KILLED_ONCE,
+        test_killed=KILLED,
         test_syntax="def test_x(:\n    pass\n",
         test_raises="raise RuntimeError('needs a device this machine lacks')\n",
     )
