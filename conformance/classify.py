@@ -226,7 +226,14 @@ def _aliasing(message: str) -> tuple[str, str] | None:
     return None
 
 
+# gradcheck's and gradgradcheck's GradcheckError: the backward (or forward-mode) kernels
+# disagree with finite differences.
+_GRADIENT_MISMATCH = re.compile(r"Jacobian (?:computed with forward mode )?mismatch for output")
+
+
 def _assertion(message: str) -> tuple[str, str] | None:
+    if _GRADIENT_MISMATCH.search(message):
+        return "numerical_mismatch", "gradient"
     match = _MISMATCH_ATTRIBUTE.search(message)
     if match:
         return "numerical_mismatch", match["attr"]

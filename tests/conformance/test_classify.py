@@ -125,6 +125,23 @@ def test_torch_testcase_assert_equal_is_numerical() -> None:
     assert _classify(lambda: case.assertEqual(1, 2)) == ("numerical_mismatch", "values")
 
 
+def test_a_gradient_that_gradcheck_refuses_is_a_numerical_mismatch() -> None:
+    class WrongBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 3  # the planted bug: the derivative is 2
+
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    assert _classify(lambda: torch.autograd.gradcheck(WrongBackward.apply, (x,))) == (
+        "numerical_mismatch",
+        "gradient",
+    )
+
+
 def test_assert_raises_that_saw_no_error_or_another_message_is_a_wrong_error() -> None:
     case = _Case()
 
