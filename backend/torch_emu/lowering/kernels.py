@@ -134,12 +134,12 @@ def _alias_args(plan: _Plan, args: tuple, kwargs: dict) -> tuple[list, dict, int
 
 def _check_one_device(device: int, args: tuple, kwargs: dict, plan: _Plan) -> None:
     """Like CUDA (and the core's derived kernel): tensors from one device only, except
-    0-dim CPU tensors, which act as scalars."""
-    tensors = [args[i] for i in plan.tensor_positions if i < len(args)]
-    tensors += [kwargs.get(n) for n in plan.tensor_names]
-    for t in tensors:
+    0-dim CPU tensors the op only reads, which act as scalars (never a CPU out=)."""
+    tensors = [(args[i], i in plan.written_at) for i in plan.tensor_positions if i < len(args)]
+    tensors += [(kwargs.get(n), n in plan.written_names) for n in plan.tensor_names]
+    for t, written in tensors:
         if isinstance(t, _Tensor) and (
-            (t.is_cpu and t.dim() > 0) or (not t.is_cpu and t.device.index != device)
+            (t.is_cpu and (t.dim() > 0 or written)) or (not t.is_cpu and t.device.index != device)
         ):
             other = "cpu" if t.is_cpu else str(t.device)
             raise RuntimeError(
