@@ -197,3 +197,12 @@ def test_gradient_scaling_runs_on_the_device(no_fallback):
     scaler.step(optimizer)  # skipped: an inf grad
     scaler.update()
     assert scaler.get_scale() == 32768.0
+
+
+def test_addr_refuses_floating_scalars_for_integer_inputs_as_the_cpu_does(no_fallback):
+    for device in ("cpu", "emu"):
+        m = torch.ones(2, 2, dtype=torch.int32, device=device)
+        v = torch.arange(2, dtype=torch.int32, device=device)
+        with pytest.raises(RuntimeError, match="argument beta must not be a floating point"):
+            torch.addr(m, v, v, beta=1.5)
+        assert torch.addr(m, v, v, beta=2, alpha=3).cpu().tolist() == [[2, 2], [2, 5]]

@@ -16,9 +16,10 @@ lower("aten::dot", "aten::dot.out")
 lower("aten::vdot", "aten::vdot.out")
 lower("aten::mv", "aten::mv.out")
 lower("aten::addmv", "aten::addmv.out", "aten::addmv_")
-# addr.out is composite on other backends and would write a CPU out= without complaint;
-# the CPU kernel through a derived kernel checks devices, as CUDA does.
-lower("aten::addr.out")
+# addr and addr.out are composite on other backends: addr.out would write a CPU out=
+# without complaint, and addr would take a floating beta or alpha for integer inputs. The
+# CPU kernels through derived kernels check both, as CUDA's do.
+lower("aten::addr", "aten::addr.out")
 
 # Decompositions and solvers (LAPACK on the CPU aliases), ranked first by triage.
 lower("aten::_linalg_svd", "aten::_linalg_svd.U")
