@@ -182,6 +182,13 @@ def test_ops_that_have_kernels_of_their_own_beyond_the_families(no_fallback):
     inputs, scales = torch.randn(2, 4), torch.rand(3)
     packed = torch._weight_int8pack_mm(inputs.to("emu"), weight.to("emu"), scales.to("emu"))
     torch.testing.assert_close(packed.cpu(), torch._weight_int8pack_mm(inputs, weight, scales))
+    assert torch.isin(x, 3).cpu().tolist() == torch.isin(torch.arange(6), 3).tolist()
+    assert bool(torch.isin(3, x)) and not bool(torch.isin(7, x))
+    # mode's out= variant: torch's own entry refuses every device but CPU, CUDA and XPU.
+    values, indices = torch.empty(0, device="emu"), torch.empty(0, dtype=torch.long, device="emu")
+    data = torch.tensor([[1.0, 2.0, 2.0], [3.0, 3.0, 1.0]])
+    torch.mode(data.to("emu"), 1, out=(values, indices))
+    assert values.cpu().tolist() == torch.mode(data, 1).values.tolist()
 
 
 def test_gradient_scaling_runs_on_the_device(no_fallback):
