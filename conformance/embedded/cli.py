@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from conformance.embedded import DEFAULT_SELECTION, SELECTION_ENV, SELECTIONS, SUITE_DIR, TEMPLATES
@@ -101,24 +101,23 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of workers: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"workers must be 0 or more, got {value}")
-    return value
+def _non_negative(noun: str, subject: str) -> Callable[[str], int]:
+    """An argparse type: an integer of 0 or more; errors say what it counts."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a {noun}: {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{subject} be 0 or more, got {value}")
+        return value
+
+    return parse
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+_workers = _non_negative("number of workers", "workers must")
+_count = _non_negative("number", "must")
 
 
 def _selection(args: argparse.Namespace) -> str:
