@@ -398,7 +398,8 @@ def _load_skiplist(config: pytest.Config, backend: Any) -> Any:
             raise pytest.UsageError(f"--skiplist: no such file: {path}")
     # The common layer (torch's own limits) applies under a backend's files, shipped or given.
     if paths:
-        paths = [*skiplists.common_paths(torch_version), *paths]
+        if backend.name not in skiplists.NOT_PRIVATEUSE1:
+            paths = [*skiplists.common_paths(torch_version), *paths]
     else:
         paths = list(skiplists.default_paths(backend.name, torch_version))
     if not paths:

@@ -11,10 +11,18 @@ from __future__ import annotations
 from skiplists.apply import apply_to_items
 from skiplists.entry import TIERS, Selector, SkipEntry
 from skiplists.errors import SkiplistError
-from skiplists.skiplist import DATA_DIR, Skiplist, common_paths, default_paths, load
+from skiplists.skiplist import (
+    DATA_DIR,
+    NOT_PRIVATEUSE1,
+    Skiplist,
+    common_paths,
+    default_paths,
+    load,
+)
 
 __all__ = [
     "DATA_DIR",
+    "NOT_PRIVATEUSE1",
     "TIERS",
     "Selector",
     "SkipEntry",

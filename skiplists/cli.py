@@ -22,7 +22,14 @@ from typing import Any
 from conformance.errors import ConfigError
 from skiplists.edit import SkiplistText, unified_diff
 from skiplists.runs import RunFacts, collect_identities, merge_facts, read_run_facts
-from skiplists.skiplist import DATA_DIR, Skiplist, common_paths, default_paths, load
+from skiplists.skiplist import (
+    DATA_DIR,
+    NOT_PRIVATEUSE1,
+    Skiplist,
+    common_paths,
+    default_paths,
+    load,
+)
 
 __all__ = ["register"]
 
@@ -212,11 +219,12 @@ def _context(args: argparse.Namespace) -> tuple[Skiplist, list[Path], RunFacts |
     torch_version = args.torch_version or (facts.meta.torch_version if facts else "")
     args.torch_version = torch_version or metadata.version("torch")
     # Given files stand for the backend's: the common layer applies under them, as in a run.
-    paths = (
-        [*common_paths(args.torch_version), *args.skiplist]
-        if args.skiplist
-        else default_paths(backend, args.torch_version)
-    )
+    if not args.skiplist:
+        paths = default_paths(backend, args.torch_version)
+    elif backend in NOT_PRIVATEUSE1:
+        paths = list(args.skiplist)
+    else:
+        paths = [*common_paths(args.torch_version), *args.skiplist]
     # With a run, the entries that applied in its mode (eager or compile); without, all.
     mode = (facts.meta.mode or "eager") if facts else None
     return load(paths, backend=backend, torch_version=args.torch_version, mode=mode), paths, facts

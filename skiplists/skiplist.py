@@ -38,9 +38,13 @@ def default_paths(backend: str, torch_version: str, *, data_dir: Path = DATA_DIR
         data_dir / backend / "upstream.toml",
         data_dir / backend / f"torch-{release}.toml",
     ]
-    return common_paths(torch_version, data_dir=data_dir) + [
-        path for path in backend_files if path.is_file()
-    ]
+    common = [] if backend in NOT_PRIVATEUSE1 else common_paths(torch_version, data_dir=data_dir)
+    return common + [path for path in backend_files if path.is_file()]
+
+
+#: Devices the common layer does not describe: its entries are failures of PrivateUse1
+#: devices (the CPU, the baseline every run is compared with, passes them).
+NOT_PRIVATEUSE1 = frozenset({"cpu", "meta"})
 
 
 def common_paths(torch_version: str, *, data_dir: Path = DATA_DIR) -> list[Path]:
