@@ -263,7 +263,9 @@ lower(
 )
 lower("aten::special_spherical_bessel_j0.out", "aten::special_spherical_bessel_j0")
 lower("aten::special_zeta.out", "aten::special_zeta")
-lower("aten::isin.Tensor_Tensor_out", "aten::isin.Tensor_Scalar_out", "aten::isin.Scalar_Tensor_out")
+lower(
+    "aten::isin.Tensor_Tensor_out", "aten::isin.Tensor_Scalar_out", "aten::isin.Scalar_Tensor_out"
+)
 lower("aten::frexp.Tensor_out")
 lower("aten::polar.out")
 lower("aten::gcd.out", "aten::gcd", "aten::gcd_")
