@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pandas
@@ -346,3 +348,12 @@ def run_report(argv: list[str]) -> int:
     except ConformanceError as exc:
         print(f"conformance report: error: {exc}")
         return exc.exit_code
+
+
+def find_chromium() -> str | None:
+    """The Chromium binary the browser tests (and the scale benchmark) drive: ``$CHROMIUM``,
+    else ``chromium`` or ``chromium-browser`` on PATH; None when there is none."""
+    explicit = os.environ.get("CHROMIUM")
+    if explicit:
+        return shutil.which(explicit)
+    return shutil.which("chromium") or shutil.which("chromium-browser")
