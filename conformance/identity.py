@@ -19,6 +19,7 @@ Two entry points:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -32,7 +33,7 @@ from conformance.model import EMBEDDED_NAMESPACE, TestIdentity, suite_of_file
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["collector_identity", "identity_from_item", "parse_nodeid"]
+__all__ = ["collector_identity", "identity_from_item", "nodeid_test_id", "parse_nodeid"]
 
 # Always recognised besides the caller's device names: torch has named PrivateUse1 classes
 # and (in older releases) methods "privateuse1" rather than after the backend.
@@ -200,17 +201,10 @@ def parse_nodeid(
     """
     if not nodeid or not nodeid.strip():
         raise ValueError("parse_nodeid: empty nodeid")
-    devices = _normalise_devices(device_names)
-    parts = nodeid.split("::")
-    file = _test_file(parts[0], None if rootdir is None else os.fspath(rootdir))
-    name = parts[-1] if len(parts) > 1 else ""
-    test_class = "::".join(parts[1:-1])
-
-    match = _name_pattern(devices).match(name) if name else None
-    generic_class, class_suffix = _split_class(test_class, devices) if test_class else ("", "")
-    if match is None or not class_suffix:
+    parsed = _split_nodeid(nodeid, device_names, rootdir)
+    file, test_class, name, test_id = parsed.file, parsed.test_class, parsed.name, parsed.test_id
+    if parsed.match is None:
         # Not a device-instantiated test: the name is already device independent.
-        test_id = "::".join(p for p in (file, test_class, name) if p)
         return TestIdentity(
             nodeid=nodeid,
             test_id=test_id,
@@ -219,19 +213,17 @@ def parse_nodeid(
             template=name,
             suite=suite_of_file(file),
         )
-
-    stem, device = match["stem"], match["device"]
-    dtypes = _dtype_token().findall(match["dtypes"])
-    name_without_device = stem + match["dtypes"]
+    stem, device = parsed.match["stem"], parsed.match["device"]
+    dtypes = _dtype_token().findall(parsed.match["dtypes"])
     template, op, variant, params = stem, "", "", ""
     found = _find_parametrized(stem)
     if found is not None:
         template, op, variant, params = found
     return TestIdentity(
         nodeid=nodeid,
-        test_id=f"{file}::{generic_class}::{name_without_device}",
+        test_id=test_id,
         file=file,
-        test_class=generic_class,
+        test_class=test_class,
         template=template,
         op=op,
         variant=variant,
@@ -240,6 +232,40 @@ def parse_nodeid(
         device=device,
         suite=suite_of_file(file),
     )
+
+
+def nodeid_test_id(
+    nodeid: str, device_names: Iterable[str], rootdir: str | os.PathLike | None = None
+) -> str:
+    """The ``test_id`` :func:`parse_nodeid` gives, without its search of the OpInfo and
+    ModuleInfo databases (seconds to import): for a process that has only nodeids."""
+    return _split_nodeid(nodeid, device_names, rootdir).test_id
+
+
+@dataclasses.dataclass(frozen=True)
+class _SplitNodeid:
+    file: str
+    test_class: str  # generic (device suffix removed) where the name is device-instantiated
+    name: str
+    test_id: str
+    match: re.Match[str] | None  # the name's stem, device and dtypes, where instantiated
+
+
+def _split_nodeid(
+    nodeid: str, device_names: Iterable[str], rootdir: str | os.PathLike | None
+) -> _SplitNodeid:
+    devices = _normalise_devices(device_names)
+    parts = nodeid.split("::")
+    file = _test_file(parts[0], None if rootdir is None else os.fspath(rootdir))
+    name = parts[-1] if len(parts) > 1 else ""
+    test_class = "::".join(parts[1:-1])
+    match = _name_pattern(devices).match(name) if name else None
+    generic_class, class_suffix = _split_class(test_class, devices) if test_class else ("", "")
+    if match is None or not class_suffix:
+        test_id = "::".join(p for p in (file, test_class, name) if p)
+        return _SplitNodeid(file, test_class, name, test_id, None)
+    test_id = f"{file}::{generic_class}::{match['stem']}{match['dtypes']}"
+    return _SplitNodeid(file, generic_class, name, test_id, match)
 
 
 def collector_identity(

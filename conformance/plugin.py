@@ -141,7 +141,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="RUN_DIR",
-        help="balance --shard by the test durations these earlier runs recorded",
+        help="test durations these earlier runs recorded: --shard balances on them and the "
+        "progress line's ETA counts them",
     )
     group.addoption(
         "--only-test-ids",
@@ -291,9 +292,9 @@ def pytest_configure(config: pytest.Config) -> None:
         # rather than pytest stopping the whole session before its first test.
         option.continue_on_collection_errors = True
         config.pluginmanager.register(recorder, "conformance-recorder")
-        _register_progress(config)
         run_dir = writer.run_dir
         already = frozenset(writer.recorded_ids)
+        _register_progress(config, backend.name, run_dir=run_dir, resumed=bool(already))
     if option.conformance_mode == "compile" and not _is_xdist_controller(config):
         _compile_upstream_tests_with(backend.name)
     agent = TestRunAgent(
@@ -337,7 +338,7 @@ def _compile_upstream_tests_with(device_type: str) -> None:
     common_utils.TestCase.compile_fn = compile_fn
 
 
-def _register_progress(config: pytest.Config) -> None:
+def _register_progress(config: pytest.Config, device: str, *, run_dir: Path, resumed: bool) -> None:
     from conformance.progress import DEFAULT_INTERVAL_S, ProgressPlugin
 
     interval = config.option.conformance_progress_interval
@@ -347,7 +348,29 @@ def _register_progress(config: pytest.Config) -> None:
             f"--progress-interval: expected seconds >= 0 (0: no progress line), got {interval:g}"
         )
     if interval > 0:
-        config.pluginmanager.register(ProgressPlugin(config, interval), "conformance-progress")
+        plugin = ProgressPlugin(
+            config,
+            interval,
+            device_names=(device,),
+            recorded=_recorded_seconds(config, run_dir if resumed else None),
+        )
+        config.pluginmanager.register(plugin, "conformance-progress")
+
+
+def _recorded_seconds(config: pytest.Config, resumed_run: Path | None) -> dict[str, float]:
+    """Test durations the ETA starts from: the ``--shard-durations`` runs', then the
+    records of the run being resumed (this device and machine: they win)."""
+    from conformance.store import read_records
+
+    seconds: dict[str, float] = {}
+    durations = _shard_durations(config.option.conformance_shard_durations)
+    if durations is not None:
+        seconds.update(durations.seconds)
+    if resumed_run is not None:
+        for record in read_records(resumed_run):
+            if record.get("outcome") != "deselected":
+                seconds[record["test_id"]] = float(record.get("duration_s") or 0.0)
+    return seconds
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -8,7 +8,11 @@ codes, so it reads the same in a terminal and in a CI log::
     conformance: 12,345/89,367 tests (13.8%) in 12m 03s, 17.1/s, ETA 1h 15m; 123 failed, 2 crashed
 
 The total is the number of tests this session runs: collected, less the shard's other
-tests, the skiplist's deselected tests and, on resume, those already recorded.
+tests, the skiplist's deselected tests and, on resume, those already recorded. The ETA is
+:class:`~conformance.eta.EtaModel`'s: the expected time of the tests still to run, from the
+durations earlier runs recorded (``--shard-durations``, the run being resumed) and the
+tests this run finished, shown as a range while much of it is guessed
+(``ETA 12m (8m 10s-20m)``); before anything is known to estimate from, the mean rate's.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from conformance.eta import EtaModel
 from conformance.model import ResultRecord
 from conformance.outcome import is_unexpected
 
@@ -58,8 +63,10 @@ class Progress:
         *,
         interval_s: float = DEFAULT_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
+        eta: EtaModel | None = None,
     ) -> None:
         self._write_line = write_line
+        self.eta = eta
         self.interval_s = interval_s
         self._clock = clock
         self.total = 0
@@ -80,11 +87,21 @@ class Progress:
     def set_total(self, count: int) -> None:
         self.total = count
 
-    def add(self, outcome: str, message: str = "") -> None:
+    def add(
+        self,
+        outcome: str,
+        message: str = "",
+        *,
+        nodeid: str = "",
+        test_id: str = "",
+        seconds: float = 0.0,
+    ) -> None:
         """Count one finished test; print the line when the interval has passed."""
         if outcome == "deselected":
             return
         self.done += 1
+        if self.eta is not None and nodeid:
+            self.eta.finished(nodeid, test_id, seconds)
         if is_unexpected(outcome, message):
             self.failures[outcome] += 1
         now = self._clock()
@@ -102,20 +119,46 @@ class Progress:
         share = f" ({100 * self.done / total:.1f}%)" if total else ""
         text = f"conformance: {self.done:,}/{total:,} tests{share} in {format_duration(elapsed)}"
         text += f", {rate:.1f}/s"
-        if rate > 0 and total > self.done:
-            text += f", ETA {format_duration((total - self.done) / rate)}"
+        if total > self.done:
+            text += self._eta_text(elapsed, rate, total)
         failing = [
             f"{self.failures[o]:,} {name}" for o, name in _FAILING.items() if self.failures[o]
         ]
         return text + "; " + (", ".join(failing) if failing else "no failures")
 
+    def _eta_text(self, elapsed: float, rate: float, total: int) -> str:
+        eta = self.eta.estimate(elapsed) if self.eta is not None else None
+        if eta is not None:
+            text = f", ETA {format_duration(eta.seconds)}"
+            if eta.is_range:
+                text += f" ({format_duration(eta.low)}-{format_duration(eta.high)})"
+            return text
+        if rate > 0:
+            return f", ETA {format_duration((total - self.done) / rate)}"
+        return ""
+
 
 class ProgressPlugin:
     """The pytest side: learns the total from the collection and counts each record."""
 
-    def __init__(self, config: pytest.Config, interval_s: float) -> None:
+    def __init__(
+        self,
+        config: pytest.Config,
+        interval_s: float,
+        *,
+        device_names: tuple[str, ...] = (),
+        recorded: dict[str, float] | None = None,
+    ) -> None:
         self.config = config
-        self.progress = Progress(self._write_line, interval_s=interval_s)
+        self.device_names = device_names
+        self.eta = EtaModel(recorded=dict(recorded or {}))
+        self.progress = Progress(self._write_line, interval_s=interval_s, eta=self.eta)
+
+    def _expect(self, nodeids: list[str]) -> None:
+        from conformance.identity import nodeid_test_id
+
+        rootdir = self.config.rootpath
+        self.eta.expect((n, nodeid_test_id(n, self.device_names, rootdir)) for n in nodeids)
 
     def _write_line(self, text: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -137,13 +180,23 @@ class ProgressPlugin:
         # xdist controller collects nothing; its workers report below).
         if session.items:
             self.progress.set_total(len(session.items))
+            self._expect([item.nodeid for item in session.items])
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # Every worker collects the same tests (after deselection): the first one counts.
+        workers = getattr(self.config.option, "numprocesses", None)
+        self.eta.workers = workers if isinstance(workers, int) and workers > 0 else 1
         if not self.progress.total:
             self.progress.set_total(len(ids))
+            self._expect(list(ids))
 
     @pytest.hookimpl
     def pytest_conformance_record(self, record: ResultRecord, config: pytest.Config) -> None:
-        self.progress.add(record.outcome, record.message)
+        self.progress.add(
+            record.outcome,
+            record.message,
+            nodeid=record.nodeid,
+            test_id=record.test_id,
+            seconds=record.duration_s,
+        )
