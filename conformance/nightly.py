@@ -85,6 +85,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     finishing(rehearse)
     rehearse.set_defaults(handler=_rehearse_command)
 
+    from conformance import plan
+
+    plan.register(steps)
+
 
 def _conformance(argv: list[str]) -> int:
     from conformance.cli import main
