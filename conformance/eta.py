@@ -15,8 +15,10 @@ tail), so a run that has done 95% of its tests in 20 minutes may have 15 minutes
   when much of what is left is guessed, and narrows as the run learns its templates.
 
 The remaining time is spread over the workers at the rate this run turns test time into
-wall time (which counts the workers' overheads), and is never less than the longest test
-left: at the end of a run one worker finishes the heavy tail alone.
+wall time (which counts the workers' overheads; a test still running counts with the time
+it has run so far, and is expected to run for what its estimate has left), and is never
+less than the longest test left: at the end of a run one worker finishes the heavy tail
+alone.
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ class EtaModel:
     recorded: dict[str, float] = field(default_factory=dict)
     workers: int = 1
     _remaining: dict[str, str] = field(default_factory=dict)  # nodeid -> test_id
+    _running: dict[str, float] = field(default_factory=dict)  # nodeid -> when it started
     _observed: dict[str, _Moments] = field(default_factory=lambda: defaultdict(_Moments))
     _recorded_groups: dict[str, _Moments] | None = None
     _done_s: float = 0.0  # this run's test time so far
@@ -113,9 +116,15 @@ class EtaModel:
         for nodeid, test_id in tests:
             self._remaining.setdefault(nodeid, test_id)
 
+    def started(self, nodeid: str, at_s: float) -> None:
+        """A test started ``at_s`` seconds into the run (the clock ``estimate`` is given)."""
+        if nodeid in self._remaining:
+            self._running[nodeid] = at_s
+
     def finished(self, nodeid: str, test_id: str, seconds: float) -> None:
         """A test of this run finished after ``seconds``."""
         self._remaining.pop(nodeid, None)
+        self._running.pop(nodeid, None)
         seconds = max(0.0, seconds)
         self._done_s += seconds
         for key in _groups(test_id):
@@ -145,24 +154,33 @@ class EtaModel:
         speed = self.speed
         recorded = self.recorded
         known = guessed = variance = longest = 0.0
-        for test_id in self._remaining.values():
+        running_s = 0.0  # time the running tests have run so far
+        for nodeid, test_id in self._remaining.items():
             then = recorded.get(test_id)
             if then is not None:
                 seconds = then * speed
-                known += seconds
             else:
                 group = self._closest_group(test_id)
                 if group is None:
                     return None
                 moments, scale = group
                 seconds = moments.mean * scale
-                guessed += seconds
                 # The test's own spread, and the uncertainty of the mean it is guessed from.
                 spread = moments.variance * scale * scale
                 variance += spread * (1 + 1 / moments.count)
+            started = self._running.get(nodeid)
+            if started is not None:
+                ran = max(0.0, elapsed_s - started)
+                running_s += ran
+                # Running longer than expected: at least a little more to go.
+                seconds = max(seconds - ran, 0.1 * seconds)
+            if then is not None:
+                known += seconds
+            else:
+                guessed += seconds
             longest = max(longest, seconds)
         work = known + guessed
-        wall_per_work = self._wall_per_work(elapsed_s)
+        wall_per_work = self._wall_per_work(elapsed_s, running_s)
         margin = _Z90 * math.sqrt(variance)
 
         def wall(test_seconds: float) -> float:
@@ -175,13 +193,15 @@ class EtaModel:
             estimated_share=guessed / work if work > 0 else 0.0,
         )
 
-    def _wall_per_work(self, elapsed_s: float) -> float:
-        """Wall seconds per second of test time: this run's, once it has done some work,
-        else the workers' count (every worker busy, no overhead)."""
+    def _wall_per_work(self, elapsed_s: float, running_s: float) -> float:
+        """Wall seconds per second of test time: this run's (finished tests and the running
+        ones so far), once it has done some work, else one over the workers (every worker
+        busy, no overhead)."""
         ideal = 1.0 / max(1, self.workers)
-        if self._done_s <= 0 or elapsed_s <= 0:
+        busy = self._done_s + running_s
+        if busy <= 0 or elapsed_s <= 0:
             return ideal
-        return max(ideal, elapsed_s / self._done_s)
+        return max(ideal, elapsed_s / busy)
 
     def _closest_group(self, test_id: str) -> tuple[_Moments, float] | None:
         """The most specific group with data: this run's finished tests first (its own

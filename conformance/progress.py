@@ -75,11 +75,14 @@ class Progress:
         self._start: float | None = None
         self._last = clock()
 
-    def started(self) -> None:
-        """The first test started: the rate counts from here, not from the workers'
-        start-up (seconds of importing torch and collecting)."""
+    def started(self, nodeid: str = "") -> None:
+        """A test started (the first: the rate counts from here, not from the workers'
+        start-up, seconds of importing torch and collecting)."""
+        now = self._clock()
         if self._start is None:
-            self._start = self._last = self._clock()
+            self._start = self._last = now
+        if self.eta is not None and nodeid:
+            self.eta.started(nodeid, now - self._start)
 
     def add_total(self, count: int) -> None:
         self.total += count
@@ -172,7 +175,7 @@ class ProgressPlugin:
 
     @pytest.hookimpl
     def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
-        self.progress.started()
+        self.progress.started(nodeid)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:

@@ -91,3 +91,17 @@ def test_nothing_left_is_no_time_left():
     eta = EtaModel()
     estimate = eta.estimate(elapsed_s=5.0)
     assert estimate is not None and estimate.seconds == 0.0
+
+
+def test_a_running_test_counts_with_the_time_it_has_run():
+    eta = EtaModel(recorded={"m.py::TestC::test_long": 100.0, "m.py::TestC::test_short": 1.0})
+    eta.workers = 2
+    eta.expect([("long", "m.py::TestC::test_long"), ("short", "m.py::TestC::test_short")])
+    eta.started("long", 0.0)
+    eta.started("short", 0.0)
+    eta.finished("short", "m.py::TestC::test_short", 1.0)
+    estimate = eta.estimate(elapsed_s=60.0)
+    assert estimate is not None
+    assert estimate.seconds == pytest.approx(40.0, rel=0.05)  # 100 s expected, 60 s run
+    overdue = eta.estimate(elapsed_s=150.0)
+    assert overdue is not None and 0 < overdue.seconds <= 10.0  # late: a little more to go

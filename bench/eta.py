@@ -1,0 +1,148 @@
+"""Benchmark: the progress line's ETA on replayed upstream runs, against the mean rate.
+
+Each replayed run is a shard of PyTorch's own test files run on emu (recorded once, in
+bench/data). The replay puts each worker's tests back on its timeline in the order they
+finished, at their recorded durations; at 25%, 50% and 75% of the run's wall time it asks
+each method how long is left and compares with what was left:
+
+- mean rate: tests left over tests done per second so far (the line's old ETA);
+- recorded: the ETA model given the durations a *different* recording of the same tests
+  measured (the last nightly, in practice), as the nightly passes them;
+- kin only: the ETA model with no recorded durations, estimating each test from the tests
+  of its kind this run finished (a first run).
+
+Printed side by side, per run and as the median over runs: the absolute error as a share
+of the time truly left. Target: the recorded method's median error at 50% at most 25%.
+
+    python bench/eta.py [--runs NAME...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+from pathlib import Path
+
+from conformance.eta import EtaModel
+
+TARGET = 0.25
+FRACTIONS = (0.25, 0.5, 0.75)
+#: A second recording of a run is stored under the first's name with this suffix.
+AGAIN = "-again"
+
+
+def _recorded_data():
+    path = Path(__file__).resolve().parent / "data" / "recorded.py"
+    spec = importlib.util.spec_from_file_location("bench_recorded", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def timeline(rows: list[dict]) -> list[tuple[float, dict]]:
+    """(finish time, row) for every test: each worker runs its tests back to back."""
+    clock: dict[str, float] = {}
+    events = []
+    for row in rows:
+        worker = row["worker"] or "main"
+        clock[worker] = clock.get(worker, 0.0) + float(row["duration_s"])
+        events.append((clock[worker], row))
+    events.sort(key=lambda event: event[0])
+    return events
+
+
+def replay(rows: list[dict], recorded: dict[str, float] | None) -> dict[str, list[float]]:
+    """Relative errors at each fraction, by method."""
+    events = timeline(rows)
+    wall = events[-1][0]
+    workers = len({row["worker"] or "main" for row in rows})
+    total = len(rows)
+    models = {"recorded": EtaModel(recorded=dict(recorded or {}), workers=workers)}
+    models["kin only"] = EtaModel(workers=workers)
+    for model in models.values():
+        model.expect((row["test_id"], row["test_id"]) for row in rows)
+    errors: dict[str, list[float]] = {"mean rate": [], **{name: [] for name in models}}
+    starts = sorted(
+        ((finish - float(row["duration_s"]), row) for finish, row in events), key=lambda e: e[0]
+    )
+    done = begun = 0
+    for fraction in FRACTIONS:
+        now = fraction * wall
+        while begun < total and starts[begun][0] <= now:
+            at, row = starts[begun]
+            for model in models.values():
+                model.started(row["test_id"], at)
+            begun += 1
+        while done < total and events[done][0] <= now:
+            row = events[done][1]
+            for model in models.values():
+                model.finished(row["test_id"], row["test_id"], float(row["duration_s"]))
+            done += 1
+        left = wall - now
+        rate = done / now if now > 0 else 0.0
+        estimates = {"mean rate": (total - done) / rate if rate > 0 else float("inf")}
+        for name, model in models.items():
+            eta = model.estimate(now)
+            estimates[name] = eta.seconds if eta is not None else float("inf")
+        for name, estimate in estimates.items():
+            errors[name].append(abs(estimate - left) / left)
+    return errors
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--runs",
+        nargs="+",
+        metavar="NAME",
+        help="recorded runs to replay (default: all "
+        f"that have a second recording, '<name>{AGAIN}')",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    data = _recorded_data()
+    rows, runs = data.load()
+    grouped = data.by_run(rows)
+    names = args.runs or sorted(
+        n for n in grouped if not n.endswith(AGAIN) and n + AGAIN in grouped
+    )
+    if not names:
+        print("eta: no recorded run has a second recording to take durations from", file=sys.stderr)
+        return 1
+    methods = ("mean rate", "recorded", "kin only")
+    print(
+        "eta: replayed upstream runs on emu; |ETA - time left| / time left at "
+        + ", ".join(f"{f:.0%}" for f in FRACTIONS)
+        + " of each run (recorded: durations from a second recording of the same tests)"
+    )
+    results = {}
+    for name in names:
+        other = grouped.get(name + AGAIN, [])
+        recorded = {row["test_id"]: float(row["duration_s"]) for row in other}
+        results[name] = replay(grouped[name], recorded)
+        tests, wall = len(grouped[name]), runs.get(name, {}).get("wall_s", 0)
+        cells = "; ".join(f"{m} " + "/".join(f"{e:.0%}" for e in results[name][m]) for m in methods)
+        print(f"  {name} ({tests:,} tests, {wall:.0f} s): {cells}")
+    medians = {
+        m: [statistics.median(results[n][m][i] for n in names) for i in range(len(FRACTIONS))]
+        for m in methods
+    }
+    print(
+        "  median: "
+        + "; ".join(f"{m} " + "/".join(f"{e:.0%}" for e in medians[m]) for m in methods)
+    )
+    at_half = medians["recorded"][FRACTIONS.index(0.5)]
+    print(
+        f"  at 50%: recorded {at_half:.0%} (target <= {TARGET:.0%}), "
+        f"mean rate {medians['mean rate'][FRACTIONS.index(0.5)]:.0%}"
+    )
+    return 0 if at_half <= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
