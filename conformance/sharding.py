@@ -9,10 +9,10 @@ CI machine, and shards never overlap or miss a test.
 
 Without timing data a test's shard comes from a hash of its test_id. Given the durations
 earlier runs recorded (on any device: tests keep their test_id), the recorded tests of
-the files being run are bin-packed longest first onto the least loaded shard, template by
-template, so shards take about the same wall time rather than holding the same number of
-tests, even on a device whose times differ from the recording device's template by
-template. A test no
+the files being run are bin-packed onto the least loaded shard, the heavy tests first,
+then template by template with no shard taking more than its share of a template, so
+shards take about the same wall time rather than holding the same number of tests, even
+on a device whose times differ from the recording device's template by template. A test no
 earlier run recorded goes by hash (its shard cannot depend on the other tests collected),
 and its time is estimated from the recorded tests most like it: the same template, else
 the same class, else the same file, else all of them.
@@ -163,14 +163,20 @@ def plan_shard(
     return plan
 
 
+#: A test of at least this share of a shard's fair load is heavy: placed before the others.
+HEAVY_SHARE = 0.02
+
+
 def pack(durations: Durations, files: set[str], count: int) -> dict[str, int]:
     """The shard (0-based) of each recorded test of ``files``, out of ``count``.
 
-    Template by template (the most time first), each template's tests longest first go
-    to the shard with the least of that template's time so far, then the least time in
-    all. Each shard so holds an even share of every template as well as of the total:
-    a device that runs one template three times slower than the one the durations came
-    from slows every shard alike.
+    The heavy tests first (each at least :data:`HEAVY_SHARE` of a shard's fair load: the
+    gradient checks that take minutes), longest first, each to the least loaded shard.
+    Then template by template (the most time first), each template's tests longest first,
+    each to the least loaded shard that does not yet hold its fair share of the template
+    (the template's time over ``count``). Each shard so holds an even share of every
+    template as well as of the total: a device that runs one template three times slower
+    than the one the durations came from slows every shard alike.
     """
     seconds = durations.seconds
     by_template: dict[str, list[str]] = defaultdict(list)
@@ -178,18 +184,42 @@ def pack(durations: Durations, files: set[str], count: int) -> dict[str, int]:
         if groups[0] in files:
             by_template[groups[2]].append(test_id)
     totals = {key: sum(seconds[t] for t in tests) for key, tests in by_template.items()}
+    heavy_s = HEAVY_SHARE * sum(totals.values()) / count
     loads = [0.0] * count
+    shares: dict[str, list[float]] = {key: [0.0] * count for key in by_template}
     assigned: dict[str, int] = {}
+
+    def place(test_id: str, k: int, template: str) -> None:
+        assigned[test_id] = k
+        loads[k] += seconds[test_id]
+        shares[template][k] += seconds[test_id]
+
+    heavy = sorted(
+        (
+            (test_id, key)
+            for key, tests in by_template.items()
+            for test_id in tests
+            if seconds[test_id] >= heavy_s
+        ),
+        key=lambda item: (-seconds[item[0]], item[0]),
+    )
+    for test_id, key in heavy:
+        place(test_id, min(range(count), key=lambda k: (loads[k], k)), key)
     for key in sorted(by_template, key=lambda key: (-totals[key], key)):
-        tests = sorted(by_template[key], key=lambda test_id: (-seconds[test_id], test_id))
-        heap = [(0.0, loads[k], k) for k in range(count)]
-        heapq.heapify(heap)
-        for test_id in tests:
-            share, load, k = heapq.heappop(heap)
-            assigned[test_id] = k
-            took = seconds[test_id]
-            loads[k] = load + took
-            heapq.heappush(heap, (share + took, load + took, k))
+        fair = totals[key] / count
+        share = shares[key]
+        open_shards = [(loads[k], k) for k in range(count) if share[k] < fair]
+        heapq.heapify(open_shards)
+        for test_id in sorted(by_template[key], key=lambda t: (-seconds[t], t)):
+            if test_id in assigned:
+                continue
+            if not open_shards:  # every shard holds its share (rounding): the least loaded
+                open_shards = [(loads[k], k) for k in range(count)]
+                heapq.heapify(open_shards)
+            _, k = heapq.heappop(open_shards)
+            place(test_id, k, key)
+            if share[k] < fair:
+                heapq.heappush(open_shards, (loads[k], k))
     return assigned
 
 
