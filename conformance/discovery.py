@@ -27,6 +27,7 @@ __all__ = [
     "module_name_clashes",
     "path_matches",
     "pick_test_files",
+    "pytest_module_name",
     "test_files",
 ]
 
@@ -94,7 +95,8 @@ def test_files(folder: Path) -> list[str]:
             if name.startswith("test_") and name.endswith(".py")
         ]
     # Top level first: where two files share a module name (test_ops.py and
-    # functorch/test_ops.py), pytest collects the first it is given.
+    # functorch/test_ops.py), the first keeps the name pytest gives it; a run imports the
+    # later ones under names of their own (conformance.modules).
     return sorted(found, key=lambda name: ("/" in name, name))
 
 
@@ -113,21 +115,26 @@ def instantiates_device_type_tests(path: Path) -> bool:
     )
 
 
+def pytest_module_name(path: Path) -> str:
+    """The module name pytest's default import mode gives a test file: its bare name, under
+    the packages (folders with ``__init__.py``) it sits in."""
+    path = Path(path)
+    module = [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        module.insert(0, folder.name)
+        folder = folder.parent
+    return ".".join(module)
+
+
 def module_name_clashes(folder: Path, files: Sequence[str]) -> list[list[str]]:
-    """Groups of ``files`` that pytest imports under one module name, so that only the first
-    of each group collects in one session (the others are collection errors): files whose
-    folders have no ``__init__.py`` are imported by their bare name, e.g. ``test_ops.py`` and
-    ``functorch/test_ops.py``."""
+    """Groups of ``files`` that pytest would import under one module name: files whose
+    folders have no ``__init__.py`` are imported by their bare name, e.g. ``test_ops.py``
+    and ``functorch/test_ops.py``. A run imports the later ones of a group under names of
+    their own (:mod:`conformance.modules`)."""
     by_module: dict[str, list[str]] = {}
     for name in files:
-        parts = name.split("/")
-        module = [parts[-1].removesuffix(".py")]
-        # pytest's default import mode names a module from its top package down.
-        for depth in range(len(parts) - 1, 0, -1):
-            if not (Path(folder, *parts[:depth]) / "__init__.py").is_file():
-                break
-            module.insert(0, parts[depth - 1])
-        by_module.setdefault(".".join(module), []).append(name)
+        by_module.setdefault(pytest_module_name(Path(folder, name)), []).append(name)
     return [group for group in by_module.values() if len(group) > 1]
 
 

@@ -45,11 +45,12 @@ def print_files(paths: Sequence[Path], rootdir: Path) -> int:
 
 
 def warn_module_name_clashes(rootdir: Path, names: Sequence[str], prog: str) -> None:
-    """Say on stderr which listed files one pytest session cannot import side by side."""
+    """Say on stderr which listed files pytest alone could not import side by side, and
+    how a run imports them (conformance.modules)."""
     for group in module_name_clashes(rootdir, names):
         print(
-            f"{prog}: warning: {', '.join(group)} share a module name: in one run only "
-            f"{group[0]} collects, the others end as collection errors",
+            f"{prog}: note: {', '.join(group)} share a module name: a run imports "
+            f"{group[0]} by it and the others under names of their own",
             file=sys.stderr,
         )
 

@@ -313,6 +313,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(agent, "conformance-agent")
 
 
+_MODULE_NAMES_KEY = pytest.StashKey[Any]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> Any:
+    """In a conformance run, a test file whose module name an earlier file took (upstream's
+    ``functorch/test_ops.py`` after ``test_ops.py``) imports under a name of its own."""
+    config = parent.config
+    if not config.option.conformance_device:
+        return None
+    from conformance.modules import ModuleNames
+
+    names = config.stash.setdefault(_MODULE_NAMES_KEY, ModuleNames())
+    return names.make_module(module_path, parent)
+
+
 def _compile_upstream_tests_with(device_type: str) -> None:
     """Point upstream's compile switch (PYTORCH_TEST_WITH_INDUCTOR: each test runs through
     ``TestCase.compile_fn``) at the device's compile backend instead of inductor. The

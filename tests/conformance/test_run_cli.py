@@ -11,7 +11,7 @@ import pytest
 from conformance import run_cli
 from conformance.errors import ConfigError
 from conformance.model import ResultRecord, RunMeta
-from conformance.store import RunWriter
+from conformance.store import RunWriter, read_run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "upstream"
 
@@ -23,6 +23,19 @@ def parse(*argv: str) -> argparse.Namespace:
 
 
 GENERIC = "instantiate_device_type_tests(TestFoo, globals())\n"
+DEVICE_TEST = """
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestFoo(TestCase):
+    def test_add(self, device):
+        self.assertEqual(torch.ones(2, device=device) + 1, torch.full((2,), 2.0, device=device))
+
+
+instantiate_device_type_tests(TestFoo, globals())
+"""
 
 
 @pytest.fixture
@@ -208,7 +221,7 @@ def test_list_files_prints_the_selection_and_runs_nothing(upstream, tmp_path, ca
     assert "--list-files: lists the selection" in capsys.readouterr().err
 
 
-def test_list_files_warns_of_files_pytest_cannot_import_together(upstream, capsys):
+def test_files_that_share_a_module_name_run_side_by_side(upstream, tmp_path, capsys):
     from conformance.cli import main
 
     (upstream / "functorch").mkdir()
@@ -226,7 +239,22 @@ def test_list_files_warns_of_files_pytest_cannot_import_together(upstream, capsy
     assert main([*argv, "--list-files"]) == 0
     out, err = capsys.readouterr()
     assert out.splitlines() == ["test_ops.py", "functorch/test_ops.py"]
-    assert "warning: test_ops.py, functorch/test_ops.py share a module name" in err
+    assert "note: test_ops.py, functorch/test_ops.py share a module name" in err
+    # pytest alone collects one of them; a run imports the second under a name of its own,
+    # its folder first on sys.path, so its sibling helper imports as upstream's do.
+    (upstream / "functorch" / "helper_db.py").write_text("VALUE = 3\n")
+    (upstream / "test_ops.py").write_text(DEVICE_TEST)
+    (upstream / "functorch" / "test_ops.py").write_text(
+        "from helper_db import VALUE\nimport functorch\nassert hasattr(functorch, 'vmap')\n"
+        + DEVICE_TEST
+    )
+    runs = tmp_path / "runs"
+    assert main([*argv, "--runs-root", str(runs), "-n", "1", "--progress-interval", "0"]) == 0
+    _, frame = read_run(runs / "latest")
+    files = frame.groupby("file").size().to_dict()
+    assert set(files) == {"test_ops.py", "functorch/test_ops.py"}
+    assert files["test_ops.py"] == files["functorch/test_ops.py"]
+    assert set(frame.outcome) <= {"passed", "skipped"}
 
 
 @pytest.mark.slow
