@@ -88,6 +88,9 @@ def merge_runs(
         command=["conformance", "merge", *(str(p) for p in paths)],
         collected=sum(m.collected for m in metas),
         expected=first.expected,
+        # Each shard retried its own failures: the cap of one shard, the tests left out of all.
+        retry_cap=max(m.retry_cap for m in metas),
+        retry_left_out=sum(m.retry_left_out for m in metas),
     )
     writer = RunWriter(out_dir, merged)
     for path in paths:

@@ -14,6 +14,7 @@ from typing import Any
 
 __all__ = [
     "ALIASING",
+    "ATTEMPT_FIELDS",
     "CATEGORIES",
     "COLLECTION_ERROR",
     "COMPILE_ERRORS",
@@ -51,7 +52,17 @@ __all__ = [
 #      with -1 and ``eager`` (store.read_run fills a column a run does not have).
 #   (Still 4: the category ``collection_error`` was added, with records that stand for a
 #   file, module or class that failed to collect; no field was added or changed meaning.)
-FORMAT_VERSION = 4
+#   5: a test that failed is retried once in a fresh process (``conformance run
+#      --retry-failures``). The outcome ``flaky`` is new: the test failed, then passed on
+#      its retry (category ``flaky``, detail the first attempt's category). Records gain
+#      ``attempts``: each attempt of a retried test in order, ``{outcome, category,
+#      detail, message, duration_s}`` (empty for a test run once); ``rerun`` counts the
+#      test's retries (0 or 1). The other fields of a retried record are its first
+#      attempt's, so a test that failed again keeps its failure. Run metadata gains
+#      ``retry_cap`` (tests the run retries at most; 0: no retries) and ``retry_left_out``
+#      (failed tests the cap left unretried). Runs of versions 2 to 4 read with no attempts
+#      (store.read_run fills the column a run does not have) and a cap of 0.
+FORMAT_VERSION = 5
 #: The first version whose records read as they are; older runs' records are upgraded.
 RECORD_FORMAT = 2
 
@@ -71,7 +82,13 @@ OUTCOMES = (
     "crashed",
     "timeout",
     "deselected",
+    # Last: codes that index this tuple (the report's search data) keep their meaning.
+    # The test failed, then passed when retried in a fresh process (format 5).
+    "flaky",
 )
+
+#: The fields of each attempt in a record's ``attempts``.
+ATTEMPT_FIELDS = ("outcome", "category", "detail", "message", "duration_s")
 
 #: Why a test did not pass. Empty for passed tests.
 CATEGORIES = (
@@ -190,9 +207,12 @@ class ResultRecord:
     ops_fallback: list[str] = field(default_factory=list)
     worker: str = ""
     shard: str = ""  # "k/N", or "" when the run is not sharded
-    rerun: int = 0
+    rerun: int = 0  # times the test was retried in a fresh process (0 or 1)
     sample_index: int = -1  # the failing sample's index, where the test exposes it
     mode: str = "eager"  # "eager", or "compile" (every op of the test under torch.compile)
+    #: Each attempt of a retried test, first to last: dicts of ATTEMPT_FIELDS; empty for a
+    #: test run once.
+    attempts: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -241,6 +261,8 @@ class RunMeta:
     collected: int = 0
     expected: int | None = None
     complete: bool = False  # True once the run ended and outcomes were consolidated
+    retry_cap: int = 0  # failed tests retried at most, once each in a fresh process (0: none)
+    retry_left_out: int = 0  # failed tests the cap left unretried
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from conformance.errors import ConfigError
+from conformance.retry import DEFAULT_RETRY_CAP, retry_cap
 
 __all__ = ["finish", "register", "run_shard"]
 
@@ -58,6 +59,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         )
         step.add_argument("--files", nargs="+", metavar="NAME_OR_GLOB", help="files to run")
         step.add_argument("-n", "--workers", default="auto", metavar="N", help="xdist workers")
+        step.add_argument(
+            "--retry-failures",
+            type=retry_cap,
+            default=DEFAULT_RETRY_CAP,
+            metavar="N",
+            help="retry each run's failed tests once in a fresh process, at most N per run "
+            f"(default: {DEFAULT_RETRY_CAP}; 0: no retries): one that passes is flaky",
+        )
         step.add_argument(
             "run_args", nargs="*", metavar="-- RUN_ARGS", help="passed on to conformance run"
         )
@@ -124,10 +133,11 @@ def run_shard(
     files: list[str] | None = None,
     run_args: list[str] | None = None,
     modes: tuple[str, ...] = ("eager",),
+    retry_failures: int = DEFAULT_RETRY_CAP,
 ) -> int:
     """Shard ``K/N`` on ``device`` in each of ``modes`` and on cpu (eager). Returns 0 when
     all ran (their unexpected outcomes are a result for ``finish`` to judge), else the
-    first failing exit code."""
+    first failing exit code. Each run retries up to ``retry_failures`` of its failed tests."""
     index, _, count = shard.partition("/")
     if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
         raise ConfigError(f"expected K/N with 1 <= K <= N, got {shard!r}", where="shard")
@@ -144,6 +154,7 @@ def run_shard(
         argv += ["--files", *files] if files else []
         argv += ["--shard", shard, *durations, "--runs-root", str(runs_root)]
         argv += ["--run-id", _shard_run(which, mode, index)]
+        argv += ["--retry-failures", str(retry_failures)]
         # Ops are traced eager: torch.compile cannot run under the tracing dispatch mode.
         argv += ["--trace-ops"] if which == device and mode == "eager" else []
         code = _conformance([*argv, *(run_args or [])])
@@ -240,6 +251,7 @@ def _shard_command(args: argparse.Namespace) -> int:
         files=args.files,
         run_args=args.run_args,
         modes=parse_modes(args.modes),
+        retry_failures=args.retry_failures,
     )
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from conformance.discovery import discover_upstream_files, pick_test_files
 from conformance.errors import ConfigError
 from conformance.outcome import is_unexpected
+from conformance.retry import DEFAULT_RETRY_CAP, retry_cap
 
 __all__ = [
     "Selection",
@@ -176,6 +177,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--trace-ops", action="store_true", help="record the ATen ops each test dispatches"
     )
     parser.add_argument(
+        "--retry-failures",
+        type=retry_cap,
+        default=DEFAULT_RETRY_CAP,
+        metavar="N",
+        help="retry each failed, errored, crashed or timed-out test once in a fresh process, "
+        f"at most N tests (default: {DEFAULT_RETRY_CAP}; 0: no retries); a test that passes "
+        "on its retry is recorded as flaky, with both attempts",
+    )
+    parser.add_argument(
         "--mode",
         choices=("eager", "compile"),
         default="eager",
@@ -302,6 +312,7 @@ def run_command(args: argparse.Namespace) -> int:
     status = _run_pytest(args, selection, args.device, run_dir, resume_dir, workers, baseline=False)
     if status is not None:
         return status
+    retry_failures(args, selection, run_dir, workers, args.retry_failures)
     code = judge(run_dir)
     if baseline_dir is not None:
         join_baseline(run_dir, baseline_dir, args.baseline)
@@ -385,6 +396,81 @@ def check_backend(device: str, module: str | None) -> None:
     load_backend(device, module)
 
 
+def retry_failures(
+    args: argparse.Namespace, selection: Selection, run_dir: Path, workers: str, cap: int
+) -> None:
+    """Retry the run's failed tests (at most ``cap``) once in a fresh pytest process and fold
+    what the retry recorded into their records (:mod:`conformance.retry`). A retry that
+    does not run leaves every record as it was, and says so."""
+    import tempfile
+
+    from conformance.model import EMBEDDED_NAMESPACE
+    from conformance.retry import fold_retries, plan_retries
+    from conformance.store import read_meta, read_records, rewrite_records, write_meta
+
+    meta = read_meta(run_dir)
+    if not meta.complete:
+        return  # judge() says how to finish it; a resumed run retries at its end
+    records = read_records(run_dir, meta)
+    plan = plan_retries(records, cap)
+    meta.retry_cap = cap
+    meta.retry_left_out = plan.left_out
+    if not plan.test_ids:
+        write_meta(run_dir, meta)
+        if plan.left_out:
+            print(
+                f"conformance run: {plan.left_out:,} failed tests not retried (--retry-failures 0)",
+                flush=True,
+            )
+        return None
+    left = f"; {plan.left_out:,} more over the cap not retried" if plan.left_out else ""
+    print(
+        f"conformance run: retrying {len(plan.test_ids):,} failed tests once in a fresh "
+        f"process (--retry-failures {cap}){left}",
+        flush=True,
+    )
+    files = [selection.rootdir / f.removeprefix(EMBEDDED_NAMESPACE) for f in plan.files]
+    paths = [path for path in files if path.is_file()] or selection.paths
+    retry_selection = Selection(paths, selection.rootdir, selection.suite, selection.env)
+    with tempfile.TemporaryDirectory(prefix="conformance-retry-") as scratch:
+        listed = Path(scratch) / RERUN_TEST_IDS
+        listed.write_text("\n".join(plan.test_ids) + "\n", encoding="utf-8")
+        retry_dir = Path(scratch) / "retry"
+        try:
+            status = _run_pytest(
+                args,
+                retry_selection,
+                args.device,
+                retry_dir,
+                None,
+                workers,
+                baseline=False,
+                retry_of=listed,
+            )
+        except ConfigError:  # it collected none of them: each is named below
+            status = None
+        if status is not None:
+            print(
+                f"conformance run: warning: the retry did not run (status {status})",
+                file=sys.stderr,
+            )
+        retried = read_records(retry_dir) if (retry_dir / "meta.json").is_file() else []
+    folded, result = fold_retries(records, plan.test_ids, retried)
+    rewrite_records(run_dir, folded, meta)
+    print(
+        f"conformance run: retry: {len(result.flaky):,} flaky (failed, then passed), "
+        f"{len(result.failed_again):,} failed again",
+        flush=True,
+    )
+    if result.unrecorded:
+        shown = ", ".join(result.unrecorded[:5]) + (" ..." if len(result.unrecorded) > 5 else "")
+        print(
+            f"conformance run: warning: the retry recorded no outcome for "
+            f"{len(result.unrecorded):,} tests, which keep their first outcome: {shown}",
+            file=sys.stderr,
+        )
+
+
 def _check_workers(value: str) -> str:
     if value == "auto" or (value.isdigit() and int(value) >= 1):
         return value
@@ -440,8 +526,10 @@ def _run_pytest(
     workers: str,
     *,
     baseline: bool,
+    retry_of: Path | None = None,
 ) -> int | None:
-    """Run pytest; None when it ran the tests, else the exit code the command should return."""
+    """Run pytest; None when it ran the tests, else the exit code the command should return.
+    ``retry_of`` lists the test_ids of a retry: those run alone, unsharded, untraced."""
     command = [sys.executable, "-m", "pytest", *map(str, selection.paths)]
     command += ["--resume", str(resume_dir)] if resume_dir else ["--run-dir", str(run_dir)]
     command += ["-n", workers, "--max-worker-restart", str(MAX_WORKER_RESTARTS)]
@@ -451,26 +539,26 @@ def _run_pytest(
     if not baseline:
         for path in args.skiplist:
             command += ["--skiplist", str(Path(path).resolve())]
-        if args.expected_count is not None:
+        if args.expected_count is not None and retry_of is None:
             command += ["--expected-count", str(args.expected_count)]
-    if args.trace_ops:
+    if args.trace_ops and retry_of is None:
         command.append("--trace-ops")
     listed = getattr(args, "only_test_ids_file", None)
-    if listed is not None:
+    if retry_of is not None:
+        command += ["--only-test-ids", str(retry_of)]
+    elif listed is not None:
         command += ["--only-test-ids", str(listed), "--amends", selection.amends]
     if args.progress_interval is not None:
         command += ["--progress-interval", f"{args.progress_interval:g}"]
-    if args.shard:
+    if args.shard and retry_of is None:
         command += ["--shard", args.shard]
         for run in args.shard_durations:
             command += ["--shard-durations", str(run)]
     command += _pytest_options(args, selection, device, baseline=baseline)
     env = dict(os.environ, **selection.env)
     env["CONFORMANCE_COMMAND"] = json.dumps(["conformance", *sys.argv[1:]])
-    print(
-        f"conformance run: {'baseline ' if baseline else ''}{device}: {' '.join(command[1:])}",
-        flush=True,
-    )
+    role = "baseline " if baseline else "retry " if retry_of is not None else ""
+    print(f"conformance run: {role}{device}: {' '.join(command[1:])}", flush=True)
     status = subprocess.call(command, cwd=selection.rootdir, env=env)
     if status == _PYTEST_USAGE_ERROR:
         return 2
@@ -501,6 +589,11 @@ def judge(run_dir: Path) -> int:
         is_unexpected(outcome, message)
         for outcome, message in zip(frame["outcome"], frame["message"], strict=True)
     )
+    flaky = frame.loc[frame["outcome"] == "flaky", "test_id"].tolist()
+    if flaky:
+        # A finding to look into, not a failure of the run: its retry passed.
+        shown = ", ".join(flaky[:5]) + (" ..." if len(flaky) > 5 else "")
+        print(f"conformance run: {len(flaky)} flaky (failed, then passed on a retry): {shown}")
     problems = []
     if unexpected:
         problems.append(f"{unexpected} unexpected outcomes")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from conformance.errors import ConfigError, ConformanceError
 from conformance.model import (
+    ATTEMPT_FIELDS,
     EMBEDDED_NAMESPACE,
     RECORD_COLUMNS,
     RECORD_FORMAT,
@@ -50,7 +51,9 @@ __all__ = [
     "read_records",
     "read_run",
     "resolve_run",
+    "rewrite_records",
     "utc_now",
+    "write_meta",
 ]
 
 META_NAME = "meta.json"
@@ -59,6 +62,8 @@ PARQUET_NAME = "outcomes.parquet"
 LATEST_NAME = "latest"
 
 _LIST_COLUMNS = ("ops_dispatched", "ops_fallback")
+#: Lists of dicts (a record's attempts): read as Python lists, like the list columns.
+_STRUCT_LIST_COLUMNS = ("attempts",)
 _FLOAT_COLUMNS = ("duration_s",)
 _INT_COLUMNS = ("rerun", "sample_index")
 #: Every record field's default, for runs written before the field existed.
@@ -245,7 +250,7 @@ def read_run(
         # A run of an older format is read record by record, each upgraded.
         records = read_records(run_dir, meta)
         frame = pandas.DataFrame.from_records(records, columns=list(RECORD_COLUMNS))[names]
-        for name in set(_LIST_COLUMNS).intersection(names):
+        for name in set(_LIST_COLUMNS + _STRUCT_LIST_COLUMNS).intersection(names):
             frame[name] = frame[name].map(lambda ops: [] if ops is None else list(ops))
     elif parquet.exists():
         # Arrow builds the columns directly: an order of magnitude faster than records.
@@ -257,7 +262,11 @@ def read_run(
         for name in names:
             if name not in table.column_names:
                 table = table.append_column(name, _constant_column(name, table.num_rows))
-        lists = {n: table.column(n).to_pylist() for n in _LIST_COLUMNS if n in names}
+        lists = {
+            n: table.column(n).to_pylist()
+            for n in (*_LIST_COLUMNS, *_STRUCT_LIST_COLUMNS)
+            if n in names
+        }
         frame = table.drop_columns(list(lists)).to_pandas()
         for name, values in lists.items():  # Python lists straight from Arrow, no per-row map
             frame[name] = [[] if ops is None else ops for ops in values]
@@ -265,7 +274,7 @@ def read_run(
     else:
         records = read_records(run_dir, meta)
         frame = pandas.DataFrame.from_records(records, columns=list(RECORD_COLUMNS))[names]
-        for name in set(_LIST_COLUMNS).intersection(names):
+        for name in set(_LIST_COLUMNS + _STRUCT_LIST_COLUMNS).intersection(names):
             frame[name] = frame[name].map(list)
     for name in set(_FLOAT_COLUMNS).intersection(names):
         frame[name] = frame[name].astype("float64")
@@ -428,6 +437,8 @@ def _arrow_schema() -> pyarrow.Schema:
     for name in RECORD_COLUMNS:
         if name in _LIST_COLUMNS:
             kind = pa.list_(pa.string())
+        elif name in _STRUCT_LIST_COLUMNS:
+            kind = pa.list_(_attempt_type())
         elif name in _FLOAT_COLUMNS:
             kind = pa.float64()
         elif name in _INT_COLUMNS:
@@ -436,6 +447,48 @@ def _arrow_schema() -> pyarrow.Schema:
             kind = pa.string()
         fields.append(pa.field(name, kind))
     return pa.schema(fields)
+
+
+def _attempt_type() -> pyarrow.DataType:
+    import pyarrow as pa
+
+    return pa.struct(
+        [
+            pa.field(name, pa.float64() if name == "duration_s" else pa.string())
+            for name in ATTEMPT_FIELDS
+        ]
+    )
+
+
+def rewrite_records(
+    run_dir: str | os.PathLike[str],
+    records: Sequence[dict[str, Any]],
+    meta: RunMeta | None = None,
+) -> None:
+    """Replace the records of a run that has ended (``conformance run`` folds the retries of
+    its failed tests into their records this way, before anything else reads the run): the
+    JSON lines and, where the run was consolidated, the Parquet file, each replaced whole
+    (a kill leaves the old file or the new one, never a mix); then ``meta``, when given."""
+    run_dir = Path(run_dir)
+    lines = "".join(
+        json.dumps(
+            {name: record.get(name, _DEFAULTS[name]) for name in RECORD_COLUMNS}, ensure_ascii=False
+        )
+        + "\n"
+        for record in records
+    )
+    tmp = run_dir / (JSONL_NAME + ".tmp")
+    tmp.write_text(lines, encoding="utf-8")
+    os.replace(tmp, run_dir / JSONL_NAME)
+    if (run_dir / PARQUET_NAME).exists():
+        _write_parquet(run_dir / PARQUET_NAME, records)
+    if meta is not None:
+        write_meta(run_dir, meta)
+
+
+def write_meta(run_dir: str | os.PathLike[str], meta: RunMeta) -> None:
+    """Replace a run's ``meta.json`` with ``meta`` (atomically)."""
+    _write_json_atomic(Path(run_dir) / META_NAME, meta.to_dict())
 
 
 def _write_parquet(path: Path, records: Iterable[dict[str, Any]]) -> None:

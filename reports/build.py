@@ -25,12 +25,14 @@ from reports.viewmodel import (
     CategoryRow,
     CollectionErrorRow,
     FileRow,
+    FlakyRow,
     OpRow,
     Summary,
     TriageRow,
     build_categories,
     build_collection_errors,
     build_files,
+    build_flaky,
     build_ops,
     build_summary,
     build_triage,
@@ -67,6 +69,8 @@ class ReportModel:
     modes: ModesView | None = None  # joined with a run of the other mode (eager, compile)
     #: Files, modules or classes that failed to collect (each one record of the run).
     collection_errors: list[CollectionErrorRow] = field(default_factory=list)
+    #: Tests that failed, then passed when retried in a fresh process.
+    flaky: list[FlakyRow] = field(default_factory=list)
 
 
 def model_from_frame(
@@ -100,6 +104,7 @@ def model_from_frame(
         diff=build_diff(frame, *before) if before else None,
         trends=trends,
         collection_errors=build_collection_errors(frame),
+        flaky=build_flaky(frame),
     )
 
 

@@ -96,8 +96,9 @@ def run_report(args: argparse.Namespace) -> int:
     t = model.summary.totals
     print(
         f"{model.meta.run_id}: {t.total:,} outcomes, {t.n_passed:,} passed ({t.pass_rate}), "
-        f"{t.n_failed:,} failed, {t.n_skipped:,} skipped "
-        f"[{time.perf_counter() - started:.1f} s]"
+        f"{t.n_failed:,} failed, {t.n_skipped:,} skipped"
+        + (f", {t.n_flaky:,} flaky" if t.n_flaky else "")
+        + f" [{time.perf_counter() - started:.1f} s]"
     )
     # Tests that never ran are in no count above: name the files they were in.
     for row in model.collection_errors:

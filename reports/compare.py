@@ -103,6 +103,11 @@ DIFF_KINDS = (
     ("fixed", "Fixed", "passed now; failed before"),
     ("new_passes", "New passes", "passed now; was skipped before"),
     ("newly_skipped", "Newly skipped", "skipped now; passed or failed before"),
+    (
+        "newly_flaky",
+        "Newly flaky",
+        "failed, then passed on a retry now; passed, failed or was skipped before",
+    ),
     ("added", "Added upstream", "tests in this run only: new or renamed upstream"),
     ("removed", "Removed upstream", "tests in the earlier run only: removed or renamed upstream"),
 )
@@ -111,6 +116,8 @@ _TRANSITIONS = {
     "fixed": (("failed",), ("passed",)),
     "new_passes": (("skipped",), ("passed",)),
     "newly_skipped": (("passed", "failed"), ("skipped",)),
+    # Flaky is neither a pass nor a failure: never a new failure, never a fix.
+    "newly_flaky": (("passed", "failed", "skipped"), ("flaky",)),
 }
 
 

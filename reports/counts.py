@@ -1,8 +1,8 @@
 """Outcome counts as a value type that adds up, and the one percentage rule.
 
 Every table in every output (HTML, Markdown, JSON) is built from :class:`Counts` rows, so a
-totals row is ``sum(rows)`` and the buckets (passed / failed / skipped) mean the same thing
-everywhere.
+totals row is ``sum(rows)`` and the buckets (passed / failed / flaky / skipped) mean the same
+thing everywhere.
 """
 
 from __future__ import annotations
@@ -16,7 +16,15 @@ from conformance.model import OUTCOMES
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["FAIL_OUTCOMES", "PASS_OUTCOMES", "SKIP_OUTCOMES", "Counts", "bucket_of", "percent"]
+__all__ = [
+    "FAIL_OUTCOMES",
+    "FLAKY_OUTCOMES",
+    "PASS_OUTCOMES",
+    "SKIP_OUTCOMES",
+    "Counts",
+    "bucket_of",
+    "percent",
+]
 
 #: Outcomes counted as passed. A test that passed only through the CPU fallback is passed
 #: (and counted again in ``Counts.fallback``).
@@ -27,21 +35,26 @@ FAIL_OUTCOMES = ("failed", "error", "crashed", "timeout", "xpassed")
 #: Outcomes counted as skipped: the test did not run to a verdict (``xfailed`` ran, but its
 #: failure was expected by a skiplist entry, so it is reported with the skips).
 SKIP_OUTCOMES = ("skipped", "xfailed", "deselected")
+#: Outcomes counted as flaky: the test failed, then passed when retried in a fresh process.
+#: Neither a pass nor a failure: a finding of its own, never a regression nor a fix.
+FLAKY_OUTCOMES = ("flaky",)
 
 _BUCKET = {
     **dict.fromkeys(PASS_OUTCOMES, "passed"),
     **dict.fromkeys(FAIL_OUTCOMES, "failed"),
     **dict.fromkeys(SKIP_OUTCOMES, "skipped"),
+    **dict.fromkeys(FLAKY_OUTCOMES, "flaky"),
 }
 assert set(_BUCKET) == set(OUTCOMES), "every outcome belongs to exactly one bucket"
 # Counts.n_* spell these tuples out; a change here must change them too.
 assert PASS_OUTCOMES == ("passed",)
 assert FAIL_OUTCOMES == ("failed", "error", "crashed", "timeout", "xpassed")
 assert SKIP_OUTCOMES == ("skipped", "xfailed", "deselected")
+assert FLAKY_OUTCOMES == ("flaky",)
 
 
 def bucket_of(outcome: str) -> str:
-    """``passed``, ``failed`` or ``skipped`` for an outcome in OUTCOMES."""
+    """``passed``, ``failed``, ``skipped`` or ``flaky`` for an outcome in OUTCOMES."""
     return _BUCKET[outcome]
 
 
@@ -59,6 +72,7 @@ class Counts:  # fields in OUTCOMES order, then fallback: Counts(*row) is positi
     crashed: int = 0
     timeout: int = 0
     deselected: int = 0
+    flaky: int = 0
     fallback: int = 0
 
     def __add__(self, other: Counts) -> Counts:
@@ -76,7 +90,7 @@ class Counts:  # fields in OUTCOMES order, then fallback: Counts(*row) is positi
     # row of every table, and a report has tables with 100K cells.
     @property
     def total(self) -> int:
-        return self.n_passed + self.n_failed + self.n_skipped
+        return self.n_passed + self.n_failed + self.n_skipped + self.flaky
 
     @property
     def n_passed(self) -> int:
@@ -91,9 +105,13 @@ class Counts:  # fields in OUTCOMES order, then fallback: Counts(*row) is positi
         return self.skipped + self.xfailed + self.deselected
 
     @property
+    def n_flaky(self) -> int:
+        return self.flaky
+
+    @property
     def ran(self) -> int:
-        """Tests that ran to a verdict: passed plus failed."""
-        return self.n_passed + self.n_failed
+        """Tests that ran to a verdict: passed, failed and flaky."""
+        return self.n_passed + self.n_failed + self.flaky
 
     @property
     def pass_rate(self) -> str:
@@ -102,10 +120,12 @@ class Counts:  # fields in OUTCOMES order, then fallback: Counts(*row) is positi
 
     @property
     def worst(self) -> str:
-        """``failed`` if any test failed, else ``skipped`` if any was skipped, else
-        ``passed`` (``none`` when empty): the colour of a grid cell."""
+        """``failed`` if any test failed, else ``flaky`` if any was flaky, else ``skipped``
+        if any was skipped, else ``passed`` (``none`` when empty): the colour of a grid cell."""
         if self.n_failed:
             return "failed"
+        if self.flaky:
+            return "flaky"
         if self.n_skipped:
             return "skipped" if not self.n_passed else "partial"
         return "passed" if self.n_passed else "none"
@@ -118,6 +138,7 @@ class Counts:  # fields in OUTCOMES order, then fallback: Counts(*row) is positi
             bucket_passed=self.n_passed,
             bucket_failed=self.n_failed,
             bucket_skipped=self.n_skipped,
+            bucket_flaky=self.n_flaky,
         )
         return data
 

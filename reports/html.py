@@ -37,6 +37,8 @@ SEARCH_CHUNK = 25000
 DIFF_SHOWN = 100
 #: Skiplist entries shown on the summary page before linking to the full list.
 ENTRIES_SHOWN = 20
+#: Flaky tests listed with their attempts on the summary page.
+FLAKY_SHOWN = 50
 
 
 def _environment() -> jinja2.Environment:
@@ -63,6 +65,11 @@ class _Writer:
         self.model = model
         self.out_dir = out_dir
         self.env = _environment()
+        # Flaky columns appear where there is something to show: in a run with flaky
+        # tests, or among the runs its trends cover.
+        self.env.globals["show_flaky"] = bool(model.summary.totals.flaky) or any(
+            p.counts.flaky for p in (model.trends.runs if model.trends else ())
+        )
         self.nav = self._nav()
         self.written: list[Path] = []
 
@@ -163,6 +170,8 @@ def write_html(model: ReportModel, out_dir: Path) -> list[Path]:
         entries=model.entries,
         entries_shown=ENTRIES_SHOWN,
         collection_errors=model.collection_errors,
+        flaky=model.flaky,
+        flaky_shown=FLAKY_SHOWN,
         trend=model.trends.of_run(model.meta.run_id) if model.trends else None,
     )
     w.page(
@@ -378,6 +387,11 @@ def _trend_charts(model: ReportModel) -> dict[str, Any]:
                 ("passed", [p.counts.n_passed for p in runs], "passed"),
                 ("failed", [p.counts.n_failed for p in runs], "failed"),
                 ("skipped", [p.counts.n_skipped for p in runs], "skipped"),
+                *(
+                    [("flaky", [p.counts.n_flaky for p in runs], "flaky")]
+                    if any(p.counts.flaky for p in runs)
+                    else []
+                ),
             ],
         ),
         "runs_rate": svg.line_chart(

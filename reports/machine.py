@@ -15,6 +15,7 @@ from reports.build import ReportModel
 from reports.compare import FileDrop
 from reports.counts import percent
 from reports.messages import printable
+from reports.viewmodel import FlakyRow
 
 if TYPE_CHECKING:
     import pandas
@@ -51,8 +52,14 @@ __all__ = [
 #      same, against the run of the same selection before it, the error being the
 #      exception's type) and ``compared_with`` (that run's id, or ""), empty in
 #      ``trends.releases``.
-JSON_FORMAT = 5
-HUD_FORMAT = 1
+#   6: the outcome ``flaky`` (failed, then passed on a retry in a fresh process): every
+#      counts block gains ``flaky`` and ``bucket_flaky`` (a fourth bucket beside passed,
+#      failed and skipped: ``total`` is their sum), and ``flaky`` lists the flaky tests:
+#      ``test_id``, ``file``, ``detail`` (the first attempt's category) and ``attempts``
+#      (``outcome``, ``category``, ``detail``, ``message``: its first line, ``duration_s``).
+JSON_FORMAT = 6
+# HUD record versions: 1 first; 2 ``test_results.flaky`` and ``flaky_tests`` (capped too).
+HUD_FORMAT = 2
 #: Test ids listed in the HUD record: its ingest caps a record at 2 MB.
 HUD_FAILED_LIMIT = 1000
 #: GitHub caps a PR comment at 65,536 characters; stay under it.
@@ -101,6 +108,24 @@ def json_summary(model: ReportModel) -> dict[str, Any]:
                 "skip_entry": r.skip_entry,
             }
             for r in model.collection_errors
+        ],
+        "flaky": [
+            {
+                "test_id": r.test_id,
+                "file": r.file,
+                "detail": r.detail,
+                "attempts": [
+                    {
+                        "outcome": a.outcome,
+                        "category": a.category,
+                        "detail": a.detail,
+                        "message": a.message,
+                        "duration_s": a.duration_s,
+                    }
+                    for a in r.attempts
+                ],
+            }
+            for r in model.flaky
         ],
         "categories": [
             {"category": r.category, **r.counts.to_dict(), "top_details": dict(r.details)}
@@ -239,7 +264,9 @@ def markdown_summary(model: ReportModel, *, top: int = 10) -> str:
         f"Run `{meta.run_id}`{_amended(model)} ({meta.suite or 'suite'}, {meta.mode}): "
         f"**{t.total:,}** outcomes, "
         f"**{t.n_passed:,}** passed ({t.pass_rate}), of which {s.fallback_passed:,} via CPU "
-        f"fallback; **{t.n_failed:,}** failed; **{t.n_skipped:,}** skipped: "
+        f"fallback; **{t.n_failed:,}** failed; "
+        + (f"**{t.n_flaky:,}** flaky (failed, then passed on a retry); " if t.n_flaky else "")
+        + f"**{t.n_skipped:,}** skipped: "
         f"{s.other_device_skipped:,} written for another device type, "
         f"{t.n_skipped - s.other_device_skipped:,} for other reasons "
         f"({s.missing_lowering_skipped:,} for a missing lowering). "
@@ -257,6 +284,7 @@ def markdown_summary(model: ReportModel, *, top: int = 10) -> str:
                 "crashed",
                 "timeout",
                 "xpassed",
+                "flaky",
                 "skipped",
                 "xfailed",
                 "deselected",
@@ -264,6 +292,18 @@ def markdown_summary(model: ReportModel, *, top: int = 10) -> str:
             if getattr(t, name)
         ],
     )
+    if model.flaky:
+        lines += ["", "### Flaky: failed, then passed on a retry in a fresh process", ""]
+        lines += [
+            f"- `{_code(r.test_id)}`: "
+            + " → ".join(
+                f"{a.outcome}" + (f" (`{_code(a.message)}`)" if a.message else "")
+                for a in r.attempts
+            )
+            for r in model.flaky[:top]
+        ]
+        if len(model.flaky) > top:
+            lines.append(f"- … and {len(model.flaky) - top:,} more")
     if model.collection_errors:
         lines += ["", "### Failed to collect", ""]
         lines += [
@@ -273,10 +313,19 @@ def markdown_summary(model: ReportModel, *, top: int = 10) -> str:
             for r in model.collection_errors
         ]
     lines += ["", "### Not passed, by category", ""]
-    lines += _table(
-        ["category", "failed", "skipped"],
-        [[r.category, r.counts.n_failed, r.counts.n_skipped] for r in model.categories],
-    )
+    if t.n_flaky:
+        lines += _table(
+            ["category", "failed", "skipped", "flaky"],
+            [
+                [r.category, r.counts.n_failed, r.counts.n_skipped, r.counts.n_flaky]
+                for r in model.categories
+            ],
+        )
+    else:
+        lines += _table(
+            ["category", "failed", "skipped"],
+            [[r.category, r.counts.n_failed, r.counts.n_skipped] for r in model.categories],
+        )
     if model.baseline:
         b = model.baseline
         lines += [
@@ -367,6 +416,7 @@ def hud_record(model: ReportModel) -> dict[str, Any]:
     passed / failed / skipped / total, plus the failed tests (capped)."""
     t = model.summary.totals
     failed = model.frame.loc[model.frame["bucket"] == "failed", "test_id"].tolist()
+    flaky = [r.test_id for r in model.flaky]
     meta = model.meta
     return {
         "format_version": HUD_FORMAT,
@@ -384,10 +434,12 @@ def hud_record(model: ReportModel) -> dict[str, Any]:
             "passed": t.n_passed,
             "failed": t.n_failed,
             "skipped": t.n_skipped,
+            "flaky": t.n_flaky,
             "total": t.total,
         },
         "failed_tests": failed[:HUD_FAILED_LIMIT],
         "failed_tests_truncated": len(failed) > HUD_FAILED_LIMIT,
+        "flaky_tests": flaky[:HUD_FAILED_LIMIT],
     }
 
 
@@ -432,9 +484,29 @@ def _attr_column(column: pandas.Series) -> list[str]:
     return ('"' + column + '"').tolist()
 
 
+def _junit_flaky(head: str, row: FlakyRow | None) -> str:
+    """A flaky test as JUnit readers that know reruns (Maven Surefire's format, which
+    Jenkins and others read) show it: a testcase that passed, with a ``flakyFailure`` (or
+    ``flakyError``, for an error, crash or timeout) for each attempt that did not pass."""
+    parts = [head + ">"]
+    for attempt in row.attempts if row is not None else ():
+        if attempt.outcome in ("passed", ""):
+            continue
+        kind = "flakyFailure" if attempt.outcome == "failed" else "flakyError"
+        label = f"{attempt.outcome}: {attempt.category}" + (
+            f" ({attempt.detail})" if attempt.detail else ""
+        )
+        parts.append(
+            f"<{kind} type={_attr(printable(label, 300))} message={_attr(attempt.message)}/>"
+        )
+    return "".join(parts) + "</testcase>"
+
+
 def write_junit(model: ReportModel, path: Path) -> None:
     """JUnit XML: one ``testsuite`` per upstream file, one ``testcase`` per test. Messages
-    are bounded and stripped of characters XML cannot hold."""
+    are bounded and stripped of characters XML cannot hold. A flaky test is a testcase
+    with its failed attempts (``flakyFailure``/``flakyError``), counted as neither a
+    failure nor an error."""
     frame = model.frame
     t = model.summary.totals
     lines = [
@@ -452,10 +524,11 @@ def write_junit(model: ReportModel, path: Path) -> None:
     )
     columns = [
         frame[name].tolist()
-        for name in ("file", "outcome", "category", "detail", "message", "duration_s")
+        for name in ("test_id", "file", "outcome", "category", "detail", "message", "duration_s")
     ]
+    flaky = {r.test_id: r for r in model.flaky}
     current = None
-    for name, classname, file, outcome, category, detail, message, duration in zip(
+    for name, classname, test_id, file, outcome, category, detail, message, duration in zip(
         names, classes, *columns, strict=True
     ):
         if file != current:
@@ -471,6 +544,9 @@ def write_junit(model: ReportModel, path: Path) -> None:
                 f'time="{seconds:.3f}">'
             )
         head = f'<testcase classname={classname} name={name} time="{duration:.3f}"'
+        if outcome == "flaky":
+            lines.append(_junit_flaky(head, flaky.get(test_id)))
+            continue
         kind = _JUNIT_KIND.get(outcome)
         if kind is None:
             lines.append(head + "/>")

@@ -61,7 +61,7 @@ _MIX = (
     ("failed", "wrong_error", 0.01),
     ("failed", "missing_lowering", 0.008),
     ("failed", "other", 0.008),
-    ("failed", "flaky", 0.004),
+    ("flaky", "flaky", 0.004),
     ("error", "other", 0.005),
     ("crashed", "crash", 0.004),
     ("timeout", "timeout", 0.003),
@@ -190,6 +190,7 @@ def synthetic_run(
                 "worker": f"gw{i % 2}",
                 "shard": "",
                 "rerun": 1 if category == "flaky" else 0,
+                "attempts": _attempts(message, u) if category == "flaky" else [],
                 "sample_index": int(u[4] * 12) if outcome in ("failed", "error") else -1,
             }
         )
@@ -248,13 +249,26 @@ def _detail_and_message(
         )
     if category == "wrong_error":
         return "", f'AssertionError: "expected {dtype}" does not match "emu: kernel {i} failed"'
-    if category == "flaky":
-        return "", f"AssertionError: Scalars are not equal! Expected {i} but got {i + 1}"
+    if category == "flaky":  # the detail: its first attempt's category
+        return "numerical_mismatch", (
+            f"AssertionError: Scalars are not equal! Expected {i} but got {i + 1}"
+        )
     if category == "crash":
         return "", f"worker 'gw{i % 2}' crashed while running the test (signal 11, pid {4000 + i})"
     if category == "timeout":
         return "", "Timeout (>300.0s) from pytest-timeout."
     return "", f"RuntimeError: emu: internal error at 0x7f{i:08x}: stream {i % 9} out of range"
+
+
+def _attempts(message: str, u: Any) -> list[dict[str, Any]]:
+    """A flaky test's two attempts: a mismatch, then a pass in a fresh process."""
+    seconds = round(float(u[3]) * 0.4, 4)
+    first = {"outcome": "failed", "category": "numerical_mismatch", "detail": ""}
+    again = {"outcome": "passed", "category": "", "detail": ""}
+    return [
+        {**first, "message": message, "duration_s": seconds},
+        {**again, "message": "", "duration_s": seconds},
+    ]
 
 
 def synthetic_op_coverage(frame: pandas.DataFrame) -> dict[str, Any]:

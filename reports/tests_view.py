@@ -48,7 +48,8 @@ def grid_cell_html(counts: Counts | None) -> str:
         return '<td class="cell none"></td>'
     return (
         f'<td class="cell {counts.worst}" title="{counts.n_passed} passed, '
-        f'{counts.n_failed} failed, {counts.n_skipped} skipped">'
+        f"{counts.n_failed} failed, {counts.n_skipped} skipped"
+        f'{f", {counts.n_flaky} flaky" if counts.n_flaky else ""}">'
         f"{counts.n_passed}/{counts.total}</td>"
     )
 

@@ -29,12 +29,14 @@ __all__ = [
     "CategoryRow",
     "CollectionErrorRow",
     "FileRow",
+    "FlakyRow",
     "OpRow",
     "Summary",
     "TriageRow",
     "build_categories",
     "build_collection_errors",
     "build_files",
+    "build_flaky",
     "build_ops",
     "build_summary",
     "build_triage",
@@ -283,6 +285,54 @@ def build_collection_errors(frame: pandas.DataFrame) -> list[CollectionErrorRow]
             message=printable(row.message),
             skip_entry=str(row.skip_entry),
             href=str(row.href),
+        )
+        for row in rows.itertuples(index=False)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt of a retried test, bounded for display."""
+
+    outcome: str
+    category: str
+    detail: str
+    message: str  # its first line
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class FlakyRow:
+    """A flaky test: it failed, then passed when retried in a fresh process. ``detail`` is
+    its first attempt's category; ``href`` its row on its file page."""
+
+    test_id: str
+    file: str
+    detail: str
+    href: str
+    attempts: list[Attempt]
+
+
+def build_flaky(frame: pandas.DataFrame) -> list[FlakyRow]:
+    """The flaky tests of a prepared run, in file order, with each attempt."""
+    rows = frame.loc[frame["outcome"] == "flaky"]
+    has_attempts = "attempts" in frame.columns
+    return [
+        FlakyRow(
+            test_id=str(row.test_id),
+            file=str(row.file),
+            detail=str(row.detail),
+            href=str(row.href),
+            attempts=[
+                Attempt(
+                    outcome=str(a.get("outcome") or ""),
+                    category=str(a.get("category") or ""),
+                    detail=str(a.get("detail") or ""),
+                    message=printable(str(a.get("message") or "").split("\n", 1)[0], 300),
+                    duration_s=float(a.get("duration_s") or 0.0),
+                )
+                for a in (row.attempts if has_attempts else ())
+            ],
         )
         for row in rows.itertuples(index=False)
     ]

@@ -313,6 +313,12 @@ def _update(args: argparse.Namespace) -> int:
     )
     for stale in plan.stale:
         print(f"{stale.entry.where}: cause {stale.entry.cause}: {stale.why}", file=sys.stderr)
+    if plan.flaky:
+        shown = ", ".join(plan.flaky[:5]) + (" ..." if len(plan.flaky) > 5 else "")
+        print(
+            f"{len(plan.flaky)} flaky test(s) (failed, then passed on a retry) not added: {shown}",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -10,6 +10,11 @@ template's variants that fail the same way.
 
 Entries whose tests pass are marked (or pruned); so are cause entries that explained no
 failure of the runs, and those whose overload has a lowering now.
+
+A flaky test (it failed, then passed on a retry in a fresh process) gets no entry: a strict
+xfail would fail the next run that it passes in, and it is not known to fail. The plan
+lists it, and a test that fails in one of the runs and is flaky in another gets a
+non-strict entry, as one that passes in another does.
 """
 
 from __future__ import annotations
@@ -132,6 +137,8 @@ class UpdatePlan:
     stale: list[StaleCause] = field(default_factory=list)
     #: Tests each cause entry explained in the runs (failures, or xfails it applied to).
     explained: dict[str, int] = field(default_factory=dict)
+    #: Flaky tests no entry selects: listed, never written (they are not known to fail).
+    flaky: list[str] = field(default_factory=list)
 
 
 def _count(n: int, noun: str) -> str:
@@ -175,6 +182,7 @@ def plan_update(
     by_where = skiplist.by_where()
     identities = {identity.test_id: identity for identity in facts.identities}
     passed_somewhere = facts.passing_ids()
+    flaky_somewhere = {r["test_id"] for r in facts.records if r["outcome"] == "flaky"}
     for record in facts.records:
         identity = identities[record["test_id"]]
         entry = skiplist.match(identity)
@@ -186,8 +194,10 @@ def plan_update(
             stat.selected += 1
             if passes(record):
                 stat.passing.append(record["test_id"])
-            elif entry.is_cause:
+            elif entry.is_cause and record["outcome"] != "flaky":
                 explained[entry.where] += 1
+        elif record["outcome"] == "flaky":
+            plan.flaky.append(record["test_id"])
         elif record["outcome"] in _FAILING:
             category, detail = infer_category(record)
             cause = skiplist.match_cause(identity, category, detail)
@@ -200,14 +210,18 @@ def plan_update(
                 tier = "deselect" if category in ("crash", "timeout") else "xfail"
                 where = (record["file"], record["test_class"], record["template"])
                 # A test that passed in another of the runs (a smaller selection with fewer
-                # samples, say) gets a non-strict xfail: its pass there is no fix.
-                mixed = tier == "xfail" and record["test_id"] in passed_somewhere
+                # samples, say), or was flaky there, gets a non-strict xfail: its pass there
+                # is no fix.
+                mixed = tier == "xfail" and (
+                    record["test_id"] in passed_somewhere or record["test_id"] in flaky_somewhere
+                )
                 # One entry per reason: failures of one template with different messages
                 # get entries that each say what they saw.
                 reason = _reason(category, detail, record, backend)
                 groups[(tier, category, detail, *where, mixed, reason)].append(record)
                 plan.failures += 1
     plan.explained = dict(explained)
+    plan.flaky = sorted(set(plan.flaky))
     plan.stale = _stale_causes(skiplist, facts, explained, lowered or {})
     review = today + dt.timedelta(days=review_days) if review_days > 0 else None
     for (category, detail), records in sorted(causes.items(), key=lambda kv: (-len(kv[1]), kv[0])):

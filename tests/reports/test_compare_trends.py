@@ -23,6 +23,7 @@ def test_diff_sorts_changes_into_kinds_and_keeps_churn_apart(runs_root: Path) ->
         "fixed": [],
         "new_passes": [OPS + "test_out_add_float16"],
         "newly_skipped": [],
+        "newly_flaky": [],
         "added": [OPS + "test_out_cumsum_float32"],
         "removed": [OPS + "test_out_removed_float32"],
     }

@@ -20,10 +20,14 @@ def test_counts_add_field_by_field_and_sum_starts_from_zero() -> None:
 def test_every_outcome_is_in_one_bucket() -> None:
     for outcome in OUTCOMES:
         single = Counts(**{outcome: 1})
-        assert single.n_passed + single.n_failed + single.n_skipped == 1
-        assert bucket_of(outcome) in ("passed", "failed", "skipped")
+        assert single.n_passed + single.n_failed + single.n_skipped + single.n_flaky == 1
+        assert single.total == 1
+        assert bucket_of(outcome) in ("passed", "failed", "skipped", "flaky")
     assert bucket_of("xpassed") == "failed"  # strict xfail: a stale skiplist entry
     assert bucket_of("xfailed") == "skipped"
+    # Failed, then passed on a retry: neither a pass nor a failure.
+    assert bucket_of("flaky") == "flaky" and Counts(flaky=1).worst == "flaky"
+    assert Counts(flaky=1).pass_rate == "0.0%" and Counts(flaky=1, failed=1).worst == "failed"
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,13 @@ def test_json_summary_has_a_meta_block_and_the_breakdown(runs_root: Path) -> Non
 
 def test_hud_record_has_the_ingested_shape(tmp_path: Path) -> None:
     record = hud_record(build_model(write_small_run(tmp_path)))
-    assert record["test_results"] == {"passed": 3, "failed": 6, "skipped": 3, "total": 12}
+    assert record["test_results"] == {
+        "passed": 3,
+        "failed": 6,
+        "skipped": 3,
+        "flaky": 0,
+        "total": 12,
+    }
     assert record["conclusion"] == "failure" and record["status"] == "completed"
     assert len(record["failed_tests"]) == 6 and not record["failed_tests_truncated"]
 
