@@ -1,4 +1,4 @@
-"""Builds the native core of torch_emu (one C++ file) against the installed torch.
+"""Builds the native core of torch_emu (two C++ files) against the installed torch.
 
 Install with ``pip install --no-build-isolation ./backend``; see README.md.
 """
@@ -12,7 +12,8 @@ import sys
 
 from setuptools import setup
 
-SOURCE = "torch_emu/csrc/emu_core.cpp"
+# The core, and autocast apart: its header brings in all of ATen's operator headers.
+SOURCES = ["torch_emu/csrc/emu_core.cpp", "torch_emu/csrc/emu_autocast.cpp"]
 
 
 def find_cxx() -> str:
@@ -47,7 +48,7 @@ def main() -> None:
         )
     extension = CppExtension(
         "torch_emu._C",
-        [SOURCE],
+        SOURCES,
         # -g0: debug info roughly doubles compile time and the wheel's size.
         extra_compile_args=["-O2", "-g0"],
         py_limited_api=True,

@@ -62,9 +62,17 @@ def _register_backend() -> None:
     torch.utils.rename_privateuse1_backend("emu")
     torch._register_device_module("emu", _device)
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
-    # Without a kernel on the Autocast key, every op under torch.autocast("emu") would
-    # fail; emu has no mixed-precision policy, so autocast passes ops through unchanged.
+    # Ops outside the autocast policy pass through the Autocast key unchanged (without a
+    # kernel there every op under torch.autocast("emu") would fail); the policy's own ops
+    # get the native core's kernels (_register_autocast).
     _autocast_library.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+
+
+def _register_autocast() -> None:
+    """torch's autocast policy for accelerators on emu (csrc/emu_autocast.cpp), unless the
+    ``no_autocast`` plant leaves emu without it."""
+    if not _plants.is_active("no_autocast"):
+        torch.ops.emu.register_autocast()
 
 
 _autocast_library = torch.library.Library("_", "IMPL")
@@ -72,6 +80,7 @@ _autocast_library = torch.library.Library("_", "IMPL")
 
 _register_backend()
 _plants.activate(_settings.plants)  # before the lowerings, which ask for the plants' hooks
+_register_autocast()
 register_all()
 _unsupported.install()
 if _settings.cpu_fallback:

@@ -26,6 +26,8 @@ PLANTS = {
     "meta function (and so fake tensors and compiled code) does not predict",
     "device_check_first": "aten::embedding runs a derived kernel, whose device check comes "
     "before embedding's own argument checks",
+    "no_autocast": "emu registers no autocast kernels: under torch.autocast('emu') every op "
+    "runs in its inputs' dtypes",
 }
 
 

@@ -2,9 +2,10 @@
 
 Test files in this folder (``test_*.py``) are ordinary upstream-style PyTorch test files:
 unittest ``TestCase`` classes instantiated per device with ``instantiate_device_type_tests``
-and parametrized over ``op_db``, ``module_db`` and ``optim_db``. They need no PyTorch source
-checkout. Which ops, modules and optimizers they cover is the *selection*, read from the
-``CONFORMANCE_SELECTION`` environment variable when the files are collected.
+and parametrized over ``op_db``, ``module_db``, ``optim_db`` and torch's autocast op lists.
+They need no PyTorch source checkout. Which ops, modules and optimizers they cover is the
+*selection*, read from the ``CONFORMANCE_SELECTION`` environment variable when the files
+are collected.
 
 This module stays import-light (no torch) so the command line can use it; the selection
 logic that needs torch lives in :mod:`conformance.embedded.selection`.
@@ -59,6 +60,19 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
     ),
     "test_ops_gradients.py": ("test_fn_grad_compare_cpu", "test_forward_mode_AD"),
     "test_modules.py": ("test_forward", "test_cpu_gpu_parity", "test_errors", "test_to"),
+    "test_autocast.py": (
+        "test_autocast_lower_precision_fp",
+        "test_autocast_fp32",
+        "test_autocast_promote",
+        "test_autocast_builtin_promote",
+        "test_autocast_banned",
+        "test_autocast_default_dtype",
+        "test_autocast_nested",
+        "test_autocast_disabled",
+        "test_autocast_cache",
+        "test_autocast_ignored_types",
+        "test_autocast_backward",
+    ),
     "test_optim.py": (
         "test_step_matches_cpu",
         "test_foreach_matches_forloop",

@@ -7,8 +7,10 @@ filters the databases *before* instantiation, so a small selection collects quic
   and at most :data:`SMOKE_MAX_SAMPLES` samples per test. Deterministic (samples are
   generated from a fixed seed) and small enough for every CI run.
 - ``core``: the OpInfos whose ATen operator carries ``torch.Tag.core`` (see
-  :func:`is_core_op`), every ModuleInfo and OptimizerInfo, the templates' usual dtypes.
-- ``full``: every OpInfo, ModuleInfo and OptimizerInfo the template applies to.
+  :func:`is_core_op`), every ModuleInfo and OptimizerInfo, every autocast case, the
+  templates' usual dtypes.
+- ``full``: every OpInfo, ModuleInfo and OptimizerInfo the template applies to, every
+  autocast case.
 
 A template only receives entries it applies to (``test_out`` only ops with ``out=``, the
 gradient templates only ops that claim autograd, ...), whatever the selection.
@@ -26,9 +28,11 @@ from torch.testing._internal.common_modules import module_db
 from torch.testing._internal.common_optimizers import optim_db
 
 from conformance.embedded import DEFAULT_SELECTION, SELECTION_ENV, SELECTIONS
+from conformance.embedded._autocast import POLICIES, cases
 from conformance.errors import ConfigError
 
 __all__ = [
+    "SMOKE_AUTOCAST_CASES",
     "SMOKE_MAX_SAMPLES",
     "SMOKE_MODULES",
     "SMOKE_OPS",
@@ -37,6 +41,7 @@ __all__ = [
     "dtypes_for",
     "is_core_op",
     "max_samples",
+    "select_autocast",
     "select_modules",
     "select_ops",
     "select_optimizers",
@@ -155,6 +160,33 @@ SMOKE_MODULES = (
 #: Optimizer class names in ``smoke``.
 SMOKE_OPTIMIZERS = ("SGD", "Adam", "AdamW")
 
+#: Autocast cases in ``smoke`` (test names of :mod:`conformance.embedded._autocast`'s cases),
+#: a few per policy: ``mm`` must stay, the ``no_autocast`` plant's target.
+SMOKE_AUTOCAST_CASES = (
+    "mm",
+    "matmul",
+    "addmm",
+    "bmm",
+    "conv2d",
+    "linear",
+    "__matmul__",
+    "exp",
+    "log",
+    "pow",
+    "softmax",
+    "layer_norm",
+    "sum",
+    "cumsum",
+    "mse_loss",
+    "addcmul",
+    "atan2",
+    "dot",
+    "add",
+    "eq",
+    "cat",
+    "binary_cross_entropy",
+)
+
 #: Samples per test in ``smoke``: the first ones generated, which are deterministic.
 #: Checks that judge an op on all its samples (``test_dtypes`` calls a dtype supported only
 #: when every sample runs) see fewer of them; ops whose verdict needs later samples
@@ -238,12 +270,14 @@ _OP_APPLIES: dict[str, Callable] = {
 }
 
 # dtypes per template and selection: an OpDTypes mode plus the allowed dtypes (None: any).
-_F32, _F64, _I64, _C64, _C128 = (
+_F32, _F64, _I64, _C64, _C128, _F16, _BF16 = (
     torch.float32,
     torch.float64,
     torch.int64,
     torch.complex64,
     torch.complex128,
+    torch.float16,
+    torch.bfloat16,
 )
 _DTYPES: dict[str, dict[str, tuple[OpDTypes, tuple[torch.dtype, ...] | None]]] = {
     "test_compare_cpu": {
@@ -307,6 +341,23 @@ _DTYPES: dict[str, dict[str, tuple[OpDTypes, tuple[torch.dtype, ...] | None]]] =
     # the module itself).
     "test_module_errors": {s: (OpDTypes.supported, (_F32,)) for s in SELECTIONS},
     "test_to": {s: (OpDTypes.supported, (_F32,)) for s in SELECTIONS},
+    # Autocast: the lower-precision dtypes of torch.autocast (the device's declared ones run).
+    **{
+        name: {s: (OpDTypes.supported, (_F16, _BF16)) for s in SELECTIONS}
+        for name in (
+            "test_autocast_lower_precision_fp",
+            "test_autocast_fp32",
+            "test_autocast_promote",
+            "test_autocast_builtin_promote",
+            "test_autocast_banned",
+            "test_autocast_nested",
+            "test_autocast_disabled",
+            "test_autocast_cache",
+            "test_autocast_ignored_types",
+            "test_autocast_backward",
+        )
+    },
+    "test_autocast_default_dtype": {s: (OpDTypes.none, None) for s in SELECTIONS},
     **{
         name: {s: (OpDTypes.supported, (_F32,)) for s in SELECTIONS}
         for name in (
@@ -396,3 +447,17 @@ def select_optimizers(
     names = {o.optim_cls.__name__ for o in optims}
     _check_names(SMOKE_OPTIMIZERS, names, "optimizers")
     return [o for o in chosen if o.optim_cls.__name__ in SMOKE_OPTIMIZERS]
+
+
+def select_autocast(policy: str, selection: str | None = None) -> list:
+    """The autocast cases (:mod:`conformance.embedded._autocast`) of ``policy`` a template
+    runs over in ``selection``: :data:`SMOKE_AUTOCAST_CASES` in ``smoke``, all of them else."""
+    selection = selection or current_selection()
+    if policy not in POLICIES:
+        raise ConfigError(f"unknown autocast policy {policy!r}", where="selection")
+    chosen = cases(policy)
+    if selection != "smoke":
+        return chosen
+    known = {case.test_name for p in POLICIES for case in cases(p)}
+    _check_names(SMOKE_AUTOCAST_CASES, known, "autocast cases")
+    return [case for case in chosen if case.test_name in SMOKE_AUTOCAST_CASES]

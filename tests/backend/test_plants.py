@@ -45,6 +45,9 @@ try:
     torch.nn.functional.embedding(torch.zeros(2, device="emu"), torch.ones(3, 2))
 except RuntimeError as exc:
     checks["embedding checks indices first"] = "scalar type" in str(exc)
+with torch.autocast("emu", dtype=torch.bfloat16):
+    checks["autocast mm in bfloat16"] = torch.mm(e, e.t()).dtype == torch.bfloat16
+    checks["autocast exp in float32"] = torch.exp(e.bfloat16()).dtype == torch.float32
 print(json.dumps({"active": torch_emu.planted_bugs(), "checks": checks}))
 """
 
@@ -64,6 +67,8 @@ ALL_CORRECT = {
     "exp keeps a lazy input lazy": True,
     "tril row-major": True,
     "embedding checks indices first": True,
+    "autocast mm in bfloat16": True,
+    "autocast exp in float32": True,
 }
 
 
@@ -101,6 +106,8 @@ def test_every_plant_breaks_exactly_its_ops():
         "exp keeps a lazy input lazy",  # wrong_result's hook runs on the CPU alias: it fails
         "tril row-major",  # column_major (the values stay right)
         "embedding checks indices first",  # device_check_first
+        "autocast mm in bfloat16",  # no_autocast
+        "autocast exp in float32",  # no_autocast
     }
 
 

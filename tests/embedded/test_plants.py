@@ -33,6 +33,7 @@ TARGETS = {
     "materializes_cow": ("test_ops.py", "test_cow_input_neg_"),
     "column_major": ("test_ops.py", "test_fake_tril_"),
     "device_check_first": ("test_modules.py", "test_errors_nn_Embedding_"),
+    "no_autocast": ("test_autocast.py", "test_autocast_lower_precision_fp_mm_"),
 }
 
 #: Runs started at once: two, for the two cores.

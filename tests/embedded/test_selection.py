@@ -97,3 +97,19 @@ def test_the_template_list_matches_the_test_files():
         assert defined == set(templates), file
     on_disk = {p.name for p in SUITE_DIR.glob("test_*.py")}
     assert on_disk == set(TEMPLATES)
+
+
+def test_autocast_cases_come_from_torch_lists_with_unique_names():
+    for policy in ("lower_precision_fp", "fp32", "promote", "builtin_promote", "banned"):
+        full = sel.select_autocast(policy, "full")
+        assert full == sel.select_autocast(policy, "core")
+        names = [case.test_name for case in full]
+        assert len(names) == len(set(names)), policy
+        assert 0 < len(sel.select_autocast(policy, "smoke")) <= len(full)
+    fp32 = {case.test_name: case for case in sel.select_autocast("fp32", "full")}
+    assert {"exp", "pow", "pow_1", "norm_3", "mse_loss", "__pow__"} <= set(fp32)
+    assert (fp32["pow_1"].full_name, fp32["pow_1"].variant_test_name) == ("pow", "1")
+    smoke = {case.test_name for case in sel.select_autocast("lower_precision_fp", "smoke")}
+    assert "mm" in smoke  # the no_autocast plant's target
+    with pytest.raises(ConfigError, match="bogus"):
+        sel.select_autocast("bogus", "full")

@@ -31,6 +31,7 @@
 #include <ATen/ops/zeros.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
 #include <atomic>
@@ -738,7 +739,12 @@ class DerivedKernel final : public c10::OperatorKernel {
     }
 
     for (auto& v : args) torch::jit::push(*stack, std::move(v));
-    op.callBoxed(stack);
+    {
+      // The CPU kernel computes for emu: the CPU's autocast (torch.autocast("cpu")) must
+      // not cast emu's operands, and emu's own autocast ran before this kernel.
+      c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+      op.callBoxed(stack);
+    }
 
     if (generator_ >= 0) {
       std::lock_guard<std::mutex> lock(emu_gen.mutex());
@@ -832,6 +838,8 @@ void counting_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
     std::lock_guard<std::mutex> lock(fallback_mutex);
     fallback_counter[key] += 1;
   }
+  // As in DerivedKernel: the CPU's autocast must not cast emu's operands.
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   at::native::cpu_fallback(op, stack);
 }
 

@@ -122,9 +122,9 @@ def native_batch_norm_no_training(input, weight, bias, running_mean, running_var
     return _eval_saved_stats(result, input, running_mean, running_var, eps)
 
 
-# convolution is CompositeExplicitAutograd, but its composite routes unknown
-# backends to convolution_overrideable; lowering it directly runs the CPU one.
-lower("aten::convolution", "aten::convolution_backward")
+# convolution and _convolution are CompositeExplicitAutograd, but their composites
+# route unknown backends to convolution_overrideable; lowering them runs the CPU ones.
+lower("aten::convolution", "aten::convolution_backward", "aten::_convolution")
 lower("aten::max_pool2d_with_indices", "aten::max_pool2d_with_indices.out")
 lower("aten::max_pool2d_with_indices_backward", "aten::max_pool2d_with_indices_backward.grad_input")
 lower("aten::avg_pool2d", "aten::avg_pool2d.out")
