@@ -6,7 +6,10 @@
 
 from __future__ import annotations
 
-from torch_emu.lowering.registry import lower
+import torch
+
+from torch_emu.lowering.kernels import on_device
+from torch_emu.lowering.registry import lower, lowering
 
 lower("aten::arange.out", "aten::arange.start_out")
 lower("aten::linspace.out", "aten::linspace.Tensor_Tensor_out")
@@ -34,3 +37,21 @@ lower("aten::multinomial", "aten::multinomial.out")
 lower("aten::geometric_")
 lower("aten::cauchy_")
 lower("aten::log_normal_")
+
+
+def _index_factory(name: str):
+    """``triu_indices``/``tril_indices``: no tensor argument to alias, so the indices are
+    computed on the CPU and copied to the device ``device=`` names (else the current one)."""
+    cpu_op = getattr(torch.ops.aten, name).default
+
+    def kernel(row, col, offset=0, *, dtype=None, layout=None, device=None, pin_memory=None):
+        index = torch.device(device).index if device is not None else None
+        if index is None:
+            index = torch.ops.emu.current_device.default()
+        return on_device(cpu_op(row, col, offset, dtype=dtype), index)
+
+    lowering(f"aten::{name}")(kernel)
+
+
+_index_factory("triu_indices")
+_index_factory("tril_indices")
