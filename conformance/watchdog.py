@@ -3,8 +3,10 @@
 A hung test may sit in native code, so raising into it (as a signal-based timeout does) is
 not enough. The watchdog is one daemon thread per test process: when a test outlives its
 limit, it calls ``on_expiry(nodeid, elapsed_s)`` (which notes the timeout where the controller will
-find it) and ends the process. Under xdist the controller then sees a dead worker, reads
-the note, records ``timeout`` instead of ``crashed``, and starts a new worker.
+find it), kills every process the test process started, their own children included (the
+ranks of a multi-process test, whatever they were waiting for), and ends the process.
+Under xdist the controller then sees a dead worker, reads the note, records ``timeout``
+instead of ``crashed``, and starts a new worker.
 
 Notes are JSON lines in ``<run_dir>/timeouts.jsonl``:
 ``{"nodeid": ..., "pid": ..., "elapsed_s": ...}``, the time the test ran before it was stopped.
@@ -12,8 +14,10 @@ Notes are JSON lines in ``<run_dir>/timeouts.jsonl``:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +27,8 @@ __all__ = [
     "TIMEOUT_EXIT_CODE",
     "TIMEOUT_NOTES",
     "Watchdog",
+    "descendants",
+    "kill_descendants",
     "note_timeout",
     "timed_out_nodeids",
     "timeout_notes",
@@ -67,12 +73,69 @@ def timed_out_nodeids(run_dir: Path) -> set[str]:
     return set(timeout_notes(run_dir))
 
 
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process visible in /proc (Linux)."""
+    parents = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # it ended meanwhile
+        # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after it
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        parents[int(entry.name)] = int(fields[1])
+    return parents
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """The processes ``pid`` (default: this one) started, their children included."""
+    root = os.getpid() if pid is None else pid
+    if os.path.isdir("/proc"):
+        children: dict[int, list[int]] = {}
+        for child, parent in _parents().items():
+            children.setdefault(parent, []).append(child)
+    else:  # elsewhere, through psutil (a dependency of the harness)
+        import psutil
+
+        try:
+            return [p.pid for p in psutil.Process(root).children(recursive=True)]
+        except psutil.Error:
+            return []
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_descendants(pid: int | None = None, rounds: int = 5) -> list[int]:
+    """SIGKILL every descendant of ``pid`` (default: this process); returns their pids.
+
+    Each round lists the whole tree before killing, so a process whose parent is killed
+    first is still found; another round catches any started meanwhile."""
+    killed: list[int] = []
+    for _ in range(rounds):
+        found = [p for p in descendants(pid) if p not in killed]
+        if not found:
+            break
+        for child in found:
+            with contextlib.suppress(OSError):  # it ended meanwhile
+                os.kill(child, signal.SIGKILL)
+        killed.extend(found)
+    return killed
+
+
 class Watchdog:
     """Ends the process when one test runs longer than ``limit_s`` seconds.
 
     ``start(nodeid)`` arms it for a test, ``stop()`` disarms it. On expiry,
-    ``on_expiry(nodeid, elapsed_s)`` is called from the watchdog thread, then the process
-    exits with TIMEOUT_EXIT_CODE.
+    ``on_expiry(nodeid, elapsed_s)`` is called from the watchdog thread, every process this
+    one started is killed with its own children, then the process exits with
+    TIMEOUT_EXIT_CODE.
     """
 
     def __init__(self, limit_s: float, on_expiry: Callable[[str, float], None]) -> None:
@@ -114,4 +177,7 @@ class Watchdog:
         try:
             self._on_expiry(nodeid, elapsed_s)
         finally:
-            os._exit(TIMEOUT_EXIT_CODE)
+            try:
+                kill_descendants()
+            finally:
+                os._exit(TIMEOUT_EXIT_CODE)

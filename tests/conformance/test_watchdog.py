@@ -5,8 +5,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 
-from conformance.watchdog import TIMEOUT_EXIT_CODE, timed_out_nodeids, timeout_notes
+from conformance.watchdog import (
+    TIMEOUT_EXIT_CODE,
+    descendants,
+    kill_descendants,
+    timed_out_nodeids,
+    timeout_notes,
+)
 
 
 def run_script(tmp_path, body: str) -> subprocess.CompletedProcess:
@@ -52,3 +59,59 @@ def test_tests_within_their_limit_are_left_alone(tmp_path):
     )
     assert done.returncode == 0 and "finished" in done.stdout
     assert timed_out_nodeids(tmp_path) == set()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+def test_expiry_kills_the_processes_the_test_started_and_their_children(tmp_path):
+    # The ranks of a multi-process test: a child that waits for ever, and a child that
+    # started a grandchild of its own (which outlives its parent if only children die).
+    pids = tmp_path / "pids"
+    done = run_script(
+        tmp_path,
+        f"""
+        import subprocess, sys
+        sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+        spawner = [
+            sys.executable, "-c",
+            "import subprocess, sys, time; "
+            f"p = subprocess.Popen({{sleeper!r}}, stdout=subprocess.DEVNULL); "
+            "print(p.pid, flush=True); time.sleep(120)",
+        ]
+        child = subprocess.Popen(sleeper, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        parent = subprocess.Popen(spawner, stdout=subprocess.PIPE, text=True)
+        grandchild = int(parent.stdout.readline())
+        Path({str(pids)!r}).write_text(f"{{child.pid}} {{parent.pid}} {{grandchild}}")
+        dog.start("f.py::T::test_ranks_hang"); time.sleep(60)
+        """,
+    )
+    assert done.returncode == TIMEOUT_EXIT_CODE, done.stderr
+    started = [int(p) for p in pids.read_text().split()]
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in started if _alive(p)]
+
+
+def test_descendants_lists_the_whole_tree_and_nothing_else():
+    script = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "print(p.pid, flush=True); time.sleep(30)\n"
+    )
+    outer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        inner = int(outer.stdout.readline())
+        assert set(descendants(outer.pid)) == {inner}
+        assert outer.pid in descendants()  # this test's own child
+        assert sorted(kill_descendants(outer.pid)) == [inner]
+    finally:
+        kill_descendants(outer.pid)
+        outer.kill()
+        outer.wait()
