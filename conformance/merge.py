@@ -91,6 +91,10 @@ def merge_runs(
         # Each shard retried its own failures: the cap of one shard, the tests left out of all.
         retry_cap=max(m.retry_cap for m in metas),
         retry_left_out=sum(m.retry_left_out for m in metas),
+        # On-demand baselines of shard runs: the baseline of all of them.
+        baseline_for=",".join(
+            dict.fromkeys(run for m in metas for run in m.baseline_for.split(",") if run)
+        ),
     )
     writer = RunWriter(out_dir, merged)
     for path in paths:

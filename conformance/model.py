@@ -62,7 +62,10 @@ __all__ = [
 #      ``retry_cap`` (tests the run retries at most; 0: no retries) and ``retry_left_out``
 #      (failed tests the cap left unretried). Runs of versions 2 to 4 read with no attempts
 #      (store.read_run fills the column a run does not have) and a cap of 0.
-FORMAT_VERSION = 5
+#   6: run metadata gains ``baseline_for``: the runs (ids, comma-separated) whose tests that
+#      did not pass this run ran, as their on-demand baseline (``--baseline DEVICE``, or
+#      ``--baseline-for RUN``); "" for a run of its own selection. Records are unchanged.
+FORMAT_VERSION = 6
 #: The first version whose records read as they are; older runs' records are upgraded.
 RECORD_FORMAT = 2
 
@@ -263,6 +266,9 @@ class RunMeta:
     complete: bool = False  # True once the run ended and outcomes were consolidated
     retry_cap: int = 0  # failed tests retried at most, once each in a fresh process (0: none)
     retry_left_out: int = 0  # failed tests the cap left unretried
+    #: The runs this one is the on-demand baseline of (it ran only their tests that did not
+    #: pass), comma-separated; "" for a run of its own selection.
+    baseline_for: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

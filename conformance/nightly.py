@@ -4,10 +4,11 @@ The nightly workflow (``.github/workflows/nightly.yml``) runs the same two steps
 ``conformance nightly rehearse`` (``nox -s nightly``) does on one machine:
 
 ``shard K/N``
-    One CI machine: shard K of N of the selection on the device, and the same shard on
-    cpu (the baseline), both balanced by the durations of the last nightly in the history
-    (the device's and cpu's runs, given to both, so both hold the same test_ids). Writes
-    ``<runs>/<device>-shard-K`` and ``<runs>/cpu-shard-K``.
+    One CI machine: shard K of N of the selection on the device (each mode), balanced by
+    the durations of the last nightly in the history (the device's and cpu's runs), then
+    the baseline on demand: the shard's tests that did not pass on the device in any mode,
+    run on cpu (``conformance run --baseline-for``). Writes ``<runs>/<device>-shard-K``
+    (``<device>-compile-shard-K``) and ``<runs>/cpu-shard-K``.
 ``finish --shards N``
     After the matrix: merges each device's shards into one run in the history, joins the
     device run with the cpu run by test_id, writes the op coverage snapshot and triage,
@@ -135,9 +136,11 @@ def run_shard(
     modes: tuple[str, ...] = ("eager",),
     retry_failures: int = DEFAULT_RETRY_CAP,
 ) -> int:
-    """Shard ``K/N`` on ``device`` in each of ``modes`` and on cpu (eager). Returns 0 when
-    all ran (their unexpected outcomes are a result for ``finish`` to judge), else the
-    first failing exit code. Each run retries up to ``retry_failures`` of its failed tests."""
+    """Shard ``K/N`` on ``device`` in each of ``modes``, then on cpu (eager) the shard's
+    tests that did not pass on the device (the baseline on demand; the whole shard when the
+    device is cpu). Returns 0 when all ran (their unexpected outcomes are a result for
+    ``finish`` to judge), else the first failing exit code. Each run retries up to
+    ``retry_failures`` of its failed tests."""
     index, _, count = shard.partition("/")
     if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
         raise ConfigError(f"expected K/N with 1 <= K <= N, got {shard!r}", where="shard")
@@ -152,8 +155,12 @@ def run_shard(
     for which, mode in jobs:
         argv = ["run", "--device", which, "--suite", suite, "-n", workers, "--mode", mode]
         argv += ["--files", *files] if files else []
-        argv += ["--shard", shard, *durations, "--runs-root", str(runs_root)]
-        argv += ["--run-id", _shard_run(which, mode, index)]
+        if which == device or device == BASELINE_DEVICE:
+            argv += ["--shard", shard, *durations]
+        else:  # the baseline on demand of the device's runs of this shard
+            for run_mode in modes:
+                argv += ["--baseline-for", str(runs_root / _shard_run(device, run_mode, index))]
+        argv += ["--runs-root", str(runs_root), "--run-id", _shard_run(which, mode, index)]
         argv += ["--retry-failures", str(retry_failures)]
         # Ops are traced eager: torch.compile cannot run under the tracing dispatch mode.
         argv += ["--trace-ops"] if which == device and mode == "eager" else []

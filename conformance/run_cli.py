@@ -4,9 +4,12 @@ The command is a short pipeline of steps, each a function of the parsed argument
 
 1. :func:`select_tests`: which files, from where (``--tests``, ``--upstream``, ``--suite``);
 2. :func:`check_backend`: the device (and the baseline's) can be loaded, else exit 2;
-3. the baseline run (``--baseline cpu``), then the device run: pytest in a subprocess, with
-   xdist always on, so a test that kills its process cannot end the run;
-4. :func:`judge`: exit 0 when every outcome was expected, 1 otherwise.
+3. the device run: pytest in a subprocess, with xdist always on, so a test that kills its
+   process cannot end the run; then the retry of its failed tests (:func:`retry_failures`);
+4. :func:`judge`: exit 0 when every outcome was expected, 1 otherwise;
+5. with ``--baseline cpu``, the baseline on demand: the tests that did not pass on the
+   device, run on cpu (:func:`run_baseline`), and the join (``--baseline-full`` runs the
+   whole selection on cpu first instead).
 
 pytest runs in a fresh interpreter so that the backend is registered before any test
 module imports PyTorch's device-type machinery.
@@ -153,7 +156,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--baseline",
         metavar="DEVICE",
-        help="also run the selection on DEVICE (cpu) and mark backend-only failures",
+        help="after the run, run its tests that did not pass on DEVICE (cpu) too, and mark "
+        "backend-only failures (the baseline on demand; see --baseline-full)",
+    )
+    parser.add_argument(
+        "--baseline-full",
+        action="store_true",
+        help="with --baseline: run the whole selection on the baseline device, before the run",
+    )
+    parser.add_argument(
+        "--baseline-for",
+        action="append",
+        default=[],
+        metavar="RUN",
+        help="run on --device only the tests that did not pass in RUN (repeatable: in any of "
+        "them): the on-demand baseline of runs made elsewhere (a CI matrix's shards)",
     )
     parser.add_argument(
         "--resume", metavar="RUN", help="finish an interrupted run (folder, id or latest)"
@@ -265,6 +282,20 @@ def run_command(args: argparse.Namespace) -> int:
         args.shard_durations = [
             resolve_run(ref, runs_root).resolve() for ref in args.shard_durations
         ]  # absolute: pytest runs in the selection's folder
+    if args.baseline_full and not args.baseline:
+        raise ConfigError("needs --baseline DEVICE", where="--baseline-full")
+    if args.baseline_for:
+        for option, given in (
+            ("--baseline", args.baseline),
+            ("--rerun", args.rerun),
+            ("--resume", args.resume),
+            ("--shard", args.shard),
+        ):
+            if given:
+                raise ConfigError(
+                    f"a baseline on demand runs the tests its runs did not pass; not with {option}",
+                    where="--baseline-for",
+                )
     check_backend(args.device, args.backend_module)
     if args.baseline:
         check_backend(args.baseline, None)
@@ -294,8 +325,20 @@ def run_command(args: argparse.Namespace) -> int:
             raise ConfigError("--resume finishes a rerun as it was started", where="--rerun")
         selection = _rerun_selection(args, selection, runs_root)
 
+    if args.baseline_for:
+        from conformance.store import resolve_run
+
+        runs = [resolve_run(ref, runs_root).resolve() for ref in args.baseline_for]
+        run_dir = _run_dir(runs_root, args.device, args.run_id)
+        status = run_baseline(args, selection, runs, args.device, run_dir, workers, own=True)
+        if status is not None:
+            return status
+        code = judge(run_dir)
+        print(f"run written to {run_dir}")
+        return code
+
     baseline_dir = None
-    if args.baseline:
+    if args.baseline and args.baseline_full:
         baseline_dir = _run_dir(runs_root, args.baseline, None)
         status = _run_pytest(
             args, selection, args.baseline, baseline_dir, None, workers, baseline=True
@@ -314,6 +357,14 @@ def run_command(args: argparse.Namespace) -> int:
         return status
     retry_failures(args, selection, run_dir, workers, args.retry_failures)
     code = judge(run_dir)
+    if args.baseline and baseline_dir is None:
+        from conformance.store import point_latest
+
+        baseline_dir = _run_dir(runs_root, args.baseline, None)
+        status = run_baseline(args, selection, [run_dir], args.baseline, baseline_dir, workers)
+        point_latest(run_dir)  # the run the command is about, not its baseline
+        if status is not None:
+            return status
     if baseline_dir is not None:
         join_baseline(run_dir, baseline_dir, args.baseline)
     print(f"run written to {run_dir}")
@@ -396,6 +447,120 @@ def check_backend(device: str, module: str | None) -> None:
     load_backend(device, module)
 
 
+def run_baseline(
+    args: argparse.Namespace,
+    selection: Selection,
+    device_runs: list[Path],
+    device: str,
+    run_dir: Path,
+    workers: str,
+    *,
+    own: bool = False,
+) -> int | None:
+    """The baseline on demand: run on ``device``, into ``run_dir``, the tests of
+    ``selection`` that did not pass in ``device_runs`` (conformance.baseline.needs_baseline),
+    from the files that hold them. The run's metadata names the runs it is the baseline for
+    and carries their shard; with no such test, the run is written empty. ``own``: the run
+    is the command's own (``--baseline-for``), with its skiplist options and retries. None
+    when done, else the exit code the command should return."""
+    from conformance.baseline import tests_needing_baseline
+    from conformance.model import EMBEDDED_NAMESPACE
+    from conformance.store import read_meta, read_run, write_meta
+
+    needed: set[str] = set()
+    files: dict[str, str] = {}
+    metas = []
+    tests = 0
+    for path in device_runs:
+        meta, frame = read_run(path, ["test_id", "file", "template", "outcome", "category"])
+        if meta.suite != selection.suite:
+            raise ConfigError(
+                f"{meta.run_id} is a run of {meta.suite}, not {selection.suite}: its baseline "
+                "runs the same suite",
+                where="--baseline-for",
+            )
+        metas.append(meta)
+        tests += frame["test_id"].nunique()
+        chosen = tests_needing_baseline(frame)
+        needed.update(chosen)
+        files.update(zip(frame["test_id"], frame["file"], strict=True))
+    shards = {meta.shard for meta in metas}
+    if len(shards) > 1:
+        raise ConfigError(
+            f"the runs are of different shards ({', '.join(sorted(shards))}): give one shard's",
+            where="--baseline-for",
+        )
+    baseline_for = ",".join(meta.run_id for meta in metas)
+    names = ", ".join(sorted({meta.backend for meta in metas}))
+    print(
+        f"conformance run: baseline {device} on demand: {len(needed):,} of {tests:,} tests did "
+        f"not pass on {names}; {tests - len(needed):,} passing tests not re-run",
+        flush=True,
+    )
+    shard = shards.pop()
+    if not needed:
+        _write_empty_run(run_dir, device, selection, shard, baseline_for)
+        return None
+    wanted = sorted({files[t] for t in needed})
+    paths = [selection.rootdir / f.removeprefix(EMBEDDED_NAMESPACE) for f in wanted]
+    chosen_paths = [path for path in paths if path.is_file()] or selection.paths
+    on_demand = Selection(chosen_paths, selection.rootdir, selection.suite, selection.env)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    listed = run_dir / RERUN_TEST_IDS
+    listed.write_text("\n".join(sorted(needed)) + "\n", encoding="utf-8")
+    try:
+        status = _run_pytest(
+            args, on_demand, device, run_dir, None, workers, baseline=not own, only=listed
+        )
+    except ConfigError:  # collected none of them (tests that exist on the device only)
+        _write_empty_run(run_dir, device, selection, shard, baseline_for)
+        return None
+    if status is not None:
+        return status
+    if own:
+        retry_failures(args, on_demand, run_dir, workers, args.retry_failures)
+    meta = read_meta(run_dir)
+    meta.baseline_for = baseline_for
+    meta.shard = shard  # the device runs' shard: not re-sharded, their tests are the shard's
+    write_meta(run_dir, meta)
+    return None
+
+
+def _write_empty_run(
+    run_dir: Path, device: str, selection: Selection, shard: str, baseline_for: str
+) -> None:
+    """A complete run with no record: the on-demand baseline of runs that passed every test."""
+    import socket
+
+    from conformance import __version__
+    from conformance.backends import load_backend, torch_build
+    from conformance.model import RunMeta
+    from conformance.store import RunWriter, utc_now
+
+    backend = load_backend(device)
+    torch_version, torch_git = torch_build()
+    now = utc_now()
+    meta = RunMeta(
+        run_id=run_dir.name,
+        start_time=now,
+        torch_version=torch_version,
+        torch_git=torch_git,
+        backend=backend.name,
+        backend_version=backend.version,
+        backend_git=backend.git,
+        harness_version=__version__,
+        suite=selection.suite,
+        shard=shard,
+        paths=[str(path) for path in selection.paths],
+        rootdir=str(selection.rootdir),
+        env=dict(selection.env),
+        host=socket.gethostname(),
+        command=["conformance", *sys.argv[1:]],
+        baseline_for=baseline_for,
+    )
+    RunWriter(run_dir, meta).close(complete=True, collected=0, end_time=now)
+
+
 def retry_failures(
     args: argparse.Namespace, selection: Selection, run_dir: Path, workers: str, cap: int
 ) -> None:
@@ -445,7 +610,8 @@ def retry_failures(
                 None,
                 workers,
                 baseline=False,
-                retry_of=listed,
+                only=listed,
+                trace=False,
             )
         except ConfigError:  # it collected none of them: each is named below
             status = None
@@ -526,10 +692,12 @@ def _run_pytest(
     workers: str,
     *,
     baseline: bool,
-    retry_of: Path | None = None,
+    only: Path | None = None,
+    trace: bool = True,
 ) -> int | None:
     """Run pytest; None when it ran the tests, else the exit code the command should return.
-    ``retry_of`` lists the test_ids of a retry: those run alone, unsharded, untraced."""
+    ``only`` lists the test_ids to run (a retry, a baseline on demand): those alone,
+    unsharded (they are the shard's already); ``trace`` False leaves out op tracing."""
     command = [sys.executable, "-m", "pytest", *map(str, selection.paths)]
     command += ["--resume", str(resume_dir)] if resume_dir else ["--run-dir", str(run_dir)]
     command += ["-n", workers, "--max-worker-restart", str(MAX_WORKER_RESTARTS)]
@@ -539,25 +707,25 @@ def _run_pytest(
     if not baseline:
         for path in args.skiplist:
             command += ["--skiplist", str(Path(path).resolve())]
-        if args.expected_count is not None and retry_of is None:
+        if args.expected_count is not None and only is None:
             command += ["--expected-count", str(args.expected_count)]
-    if args.trace_ops and retry_of is None:
+    if args.trace_ops and trace:
         command.append("--trace-ops")
     listed = getattr(args, "only_test_ids_file", None)
-    if retry_of is not None:
-        command += ["--only-test-ids", str(retry_of)]
+    if only is not None:
+        command += ["--only-test-ids", str(only)]
     elif listed is not None:
         command += ["--only-test-ids", str(listed), "--amends", selection.amends]
     if args.progress_interval is not None:
         command += ["--progress-interval", f"{args.progress_interval:g}"]
-    if args.shard and retry_of is None:
+    if args.shard and only is None:
         command += ["--shard", args.shard]
         for run in args.shard_durations:
             command += ["--shard-durations", str(run)]
     command += _pytest_options(args, selection, device, baseline=baseline)
     env = dict(os.environ, **selection.env)
     env["CONFORMANCE_COMMAND"] = json.dumps(["conformance", *sys.argv[1:]])
-    role = "baseline " if baseline else "retry " if retry_of is not None else ""
+    role = "baseline " if baseline else "retry " if not trace else ""
     print(f"conformance run: {role}{device}: {' '.join(command[1:])}", flush=True)
     status = subprocess.call(command, cwd=selection.rootdir, env=env)
     if status == _PYTEST_USAGE_ERROR:
@@ -619,13 +787,13 @@ def judge(run_dir: Path) -> int:
 def join_baseline(run_dir: Path, baseline_dir: Path, device: str) -> None:
     """Join the run with its baseline run on ``device``, write the join beside the run and
     print what it covers and finds; warn on stderr when it covers too little of the run."""
-    from conformance.baseline import compare, join_coverage, write_baseline
+    from conformance.baseline import compare, coverage_of, write_baseline
     from conformance.store import read_run
 
     meta, frame = read_run(run_dir)
     base_meta, base_frame = read_run(baseline_dir)
     joined = compare(frame, base_frame)
-    coverage = join_coverage(frame["test_id"], base_frame["test_id"])
+    coverage = coverage_of(frame, base_frame, on_demand=bool(base_meta.baseline_for))
     write_baseline(
         run_dir,
         joined,

@@ -45,6 +45,7 @@ __all__ = [
     "RunWriter",
     "list_runs",
     "new_run_id",
+    "point_latest",
     "read_amended",
     "read_as_amended",
     "read_meta",
@@ -521,6 +522,12 @@ def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+def point_latest(run_dir: str | os.PathLike[str]) -> None:
+    """Point ``latest`` in the run's runs root at it (a run made after the one a command is
+    about, such as its baseline on demand, leaves ``latest`` at the command's run)."""
+    _point_latest(Path(run_dir))
 
 
 def _point_latest(run_dir: Path) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from conformance.baseline import join_coverage
+from conformance.baseline import JoinCoverage, coverage_of
 from conformance.model import OUTCOMES, RunMeta
 from reports.counts import Counts, bucket_of
 from reports.tests_view import LIST_COLUMNS
@@ -55,6 +55,7 @@ class BaselineView:
     only_baseline: int  # tests the baseline recorded that this run did not
     coverage_text: str  # "12 tests in both runs, 0 only on emu, 0 only on cpu"
     warning: str  # the low-coverage warning, or ""
+    coverage: JoinCoverage  # every count of the join's coverage (on demand or full)
     backend_only: pandas.DataFrame  # tests failed here that passed on the baseline
     both_failed: int  # failed here and on the baseline: upstream or test problems
     skipped_here_passed_there: int
@@ -76,7 +77,9 @@ def build_baseline(
     there_bucket = there.map(_BUCKETS)
     backend_only = frame.loc[(frame["bucket"] == "failed") & (there_bucket == "passed")]
     categories = backend_only["category"].replace("", "other").value_counts()
-    coverage = join_coverage(frame["test_id"], baseline["test_id"])
+    # An on-demand baseline ran only the tests that did not pass here: its coverage is
+    # judged on those, and the passing tests it did not re-run are counted apart.
+    coverage = coverage_of(frame, baseline, on_demand=bool(baseline_meta.baseline_for))
     return BaselineView(
         meta=baseline_meta,
         counts=_totals(baseline),
@@ -85,6 +88,7 @@ def build_baseline(
         only_baseline=coverage.only_baseline,
         coverage_text=coverage.describe(backend, baseline_meta.backend),
         warning=coverage.warning(baseline_meta.backend) or "",
+        coverage=coverage,
         backend_only=backend_only,
         both_failed=int(((frame["bucket"] == "failed") & (there_bucket == "failed")).sum()),
         skipped_here_passed_there=int(

@@ -57,7 +57,11 @@ __all__ = [
 #      failed and skipped: ``total`` is their sum), and ``flaky`` lists the flaky tests:
 #      ``test_id``, ``file``, ``detail`` (the first attempt's category) and ``attempts``
 #      (``outcome``, ``category``, ``detail``, ``message``: its first line, ``duration_s``).
-JSON_FORMAT = 6
+#   7: ``baseline`` says whether the baseline ran on demand (only the tests that did not pass
+#      here): ``on_demand``, ``needed`` (this run's tests that did not pass) and
+#      ``not_rerun`` (passing tests the baseline did not re-run; ``only_here`` then counts
+#      the tests that needed it and are not in it); ``warning`` is judged on ``needed``.
+JSON_FORMAT = 7
 # HUD record versions: 1 first; 2 ``test_results.flaky`` and ``flaky_tests`` (capped too).
 HUD_FORMAT = 2
 #: Test ids listed in the HUD record: its ingest caps a record at 2 MB.
@@ -178,9 +182,7 @@ def json_summary(model: ReportModel) -> dict[str, Any]:
             "backend": b.meta.backend,
             "totals": b.counts.to_dict(),
             "common": b.in_both,
-            "in_both": b.in_both,
-            "only_here": b.only_here,
-            "only_baseline": b.only_baseline,
+            **b.coverage.to_dict(),
             "warning": b.warning or None,
             "backend_only_failures": len(b.backend_only),
             "both_failed": b.both_failed,

@@ -73,6 +73,9 @@ def test_backend_only_failures_are_told_apart_from_shared_ones(tmp_path):
         "in_both": 3,
         "only_here": 1,
         "only_baseline": 0,
+        "on_demand": False,
+        "needed": 0,
+        "not_rerun": 0,
     }
     assert len(back) == 4
 
@@ -144,7 +147,15 @@ def test_a_baseline_json_without_coverage_still_reads(tmp_path):
     (tmp_path / BASELINE_JSON).write_text(json.dumps(old), encoding="utf-8")
     summary, joined = read_baseline(tmp_path)
     # What the join itself shows; the tests only the baseline had are not in it.
-    assert summary == {**old, "in_both": 2, "only_here": 3, "only_baseline": None}
+    assert summary == {
+        **old,
+        "in_both": 2,
+        "only_here": 3,
+        "only_baseline": None,
+        "on_demand": False,  # written before baselines ran on demand: a full baseline
+        "needed": 0,
+        "not_rerun": 0,
+    }
     assert len(joined) == 5
 
 

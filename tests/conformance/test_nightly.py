@@ -31,13 +31,33 @@ def test_a_rehearsal_runs_the_nightly_steps_and_the_next_night_reuses_its_durati
     emu_meta, emu = read_run(tmp_path / "history" / "nightly-night1-emu")
     cpu_meta, cpu = read_run(tmp_path / "history" / "nightly-night1-cpu")
     assert emu_meta.complete and cpu_meta.complete and emu_meta.shard == ""
-    assert set(emu["shard"]) == {"1/2", "2/2"} and set(emu["test_id"]) == set(cpu["test_id"])
+    assert set(emu["shard"]) == {"1/2", "2/2"}
+    # The baseline on demand: cpu ran the tests that did not pass on emu, in either mode.
+    _, emu_compile = read_run(tmp_path / "history" / "nightly-night1-emu-compile")
+    not_passed = {
+        t
+        for frame in (emu, emu_compile)
+        for t in frame.loc[frame["outcome"] != "passed", "test_id"]
+    }
+    assert set(cpu["test_id"]) == not_passed and len(cpu) < len(emu)
+    assert cpu_meta.baseline_for.split(",") == [
+        "emu-shard-1", "emu-compile-shard-1", "emu-shard-2", "emu-compile-shard-2"
+    ]  # fmt: skip
     assert emu["ops_dispatched"].map(len).sum() > 0  # the device's shards trace ops
     joined = json.loads((tmp_path / "history" / "nightly-night1-emu" / "baseline.json").read_text())
-    assert (joined["in_both"], joined["only_here"]) == (len(emu), 0)
+    emu_not_passed = int((emu["outcome"] != "passed").sum())
+    assert (joined["on_demand"], joined["needed"], joined["only_here"]) == (
+        True,
+        emu_not_passed,
+        0,
+    )  # every test that did not pass on emu is joined
+    # Tests that passed eager but not compiled ran on cpu too: joined, not "not re-run".
+    assert joined["in_both"] == len(cpu)
+    assert joined["not_rerun"] == len(set(emu["test_id"]) - set(cpu["test_id"]))
     assert (tmp_path / "history" / "nightly-night1-emu" / "op_coverage.json").is_file()
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())
-    assert summary["baseline"]["in_both"] == len(emu)
+    assert summary["baseline"]["on_demand"] and summary["baseline"]["warning"] is None
+    assert summary["baseline"]["needed"] == emu_not_passed
     assert (tmp_path / "report" / "index.html").is_file()
     compiled = json.loads((tmp_path / "report" / "compile" / "summary.json").read_text())
     assert compiled["meta"]["run"]["mode"] == "compile"
@@ -58,11 +78,13 @@ def test_a_rehearsal_runs_the_nightly_steps_and_the_next_night_reuses_its_durati
     assert code == 0
     out = capsys.readouterr().out
     durations = "--shard-durations history/nightly-night1-emu --shard-durations "
-    # emu's eager and compile runs and cpu's run
-    assert out.count(durations + "history/nightly-night1-cpu") == 3
+    # emu's eager and compile runs; cpu's runs only what they did not pass
+    assert out.count(durations + "history/nightly-night1-cpu") == 2
+    assert "--baseline-for night2/emu-shard-1 --baseline-for night2/emu-compile-shard-1" in out
     _, emu2 = read_run(tmp_path / "night2" / "emu-shard-1")
-    _, cpu2 = read_run(tmp_path / "night2" / "cpu-shard-1")
-    assert set(emu2["test_id"]) == set(cpu2["test_id"]) and len(emu2) < len(emu)
+    cpu2_meta, cpu2 = read_run(tmp_path / "night2" / "cpu-shard-1")
+    assert set(cpu2["test_id"]) <= set(emu2["test_id"]) and len(emu2) < len(emu)
+    assert cpu2_meta.shard == "1/2"
 
 
 def test_finish_names_the_shards_it_misses(tmp_path, capsys):

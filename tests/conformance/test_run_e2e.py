@@ -86,14 +86,14 @@ def test_a_shard_runs_the_same_tests_on_emu_and_its_cpu_baseline(tmp_path, capsy
         name = "by-time" if balance else "by-hash"
         parts = []
         for k in (1, 2):
-            baseline = ["--baseline", "cpu"] if k == 1 else []
+            baseline = ["--baseline", "cpu", "--baseline-full"] if k == 1 else []
             shard = ["--shard", f"{k}/2", *balance]
             run("--device", "emu", *common, *shard, *baseline, "--run-id", f"{name}-{k}")
             _, frame = read_run(runs / f"{name}-{k}")
             parts.append(set(frame["test_id"]))
         # The two shards partition the selection, test_id by test_id.
         assert parts[0] | parts[1] == set(full["test_id"]) and not parts[0] & parts[1]
-        # The baseline ran the same shard on cpu: every test of the shard is joined.
+        # The full baseline ran the same shard on cpu: every test of the shard is joined.
         summary, joined = read_baseline(runs / f"{name}-1")
         base_meta, base = read_run(runs / summary["baseline_run_id"])
         assert base_meta.shard == "1/2" and set(base["test_id"]) == parts[0]
