@@ -10,7 +10,9 @@ legs, which a shard runs one after the other:
 - the device's eager leg: the recorded eager time of the shard's tests;
 - the compile leg: their recorded compile time (when a compile run is given);
 - the baseline on demand: the cpu time of the shard's tests that did not pass on the
-  device (a cpu run's times where it recorded them, else the device's).
+  device (:func:`conformance.baseline.needs_baseline`; a cpu run's times where it
+  recorded them, else the device's, which for a skipped test is no time at all: give a
+  cpu run for a true figure).
 
 Test time becomes wall time as the given runs show: a run's wall time against its test
 time over its workers, fitted over the runs of each leg (``wall = start-up + factor *
@@ -30,14 +32,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from conformance.baseline import needs_baseline
 from conformance.errors import ConfigError
 from conformance.sharding import Durations, pack
 
 __all__ = ["Leg", "Plan", "ShardProjection", "make_plan", "register"]
 
 BASELINE_DEVICE = "cpu"
-#: Device outcomes that make the on-demand baseline run the test on cpu.
-NEEDS_BASELINE = ("failed", "error", "crashed", "timeout", "xfailed", "flaky")
 LEGS = ("eager", "compile", "baseline")
 
 
@@ -214,7 +215,7 @@ def make_plan(run_dirs: Sequence[str | Path], shards: int, *, device: str, worke
     files = {file for file, _, _ in identity.values()}
     assigned = pack(durations, files, shards)
 
-    needing = {t for t, outcome in outcomes.items() if outcome in NEEDS_BASELINE}
+    needing = {t for t, outcome in outcomes.items() if needs_baseline(outcome)}
     baseline_times = legs.get("baseline", Leg("baseline")).seconds
     eager_times = legs["eager"].seconds
     members: list[list[str]] = [[] for _ in range(shards)]
