@@ -39,6 +39,7 @@ except ImportError as _exc:
     ) from _exc
 
 from torch_emu import device as _device  # noqa: E402
+from torch_emu import distributed as _distributed  # noqa: E402
 from torch_emu import plants as _plants  # noqa: E402
 from torch_emu import unsupported as _unsupported  # noqa: E402
 from torch_emu.fallback import (  # noqa: E402
@@ -82,6 +83,7 @@ _register_backend()
 _plants.activate(_settings.plants)  # before the lowerings, which ask for the plants' hooks
 _register_autocast()
 register_all()
+_distributed.register()
 _unsupported.install()
 if _settings.cpu_fallback:
     set_cpu_fallback(True)
