@@ -6,8 +6,9 @@ finished, at their recorded durations; at 25%, 50% and 75% of the run's wall tim
 each method how long is left and compares with what was left:
 
 - mean rate: tests left over tests done per second so far (the line's old ETA);
-- recorded: the ETA model given the durations a *different* recording of the same tests
-  measured (the last nightly, in practice), as the nightly passes them;
+- recorded: the ETA model given the durations earlier runs recorded for the same tests
+  (the replayed run is a later run of them: the last nightly's durations, in practice, as
+  the nightly passes them);
 - kin only: the ETA model with no recorded durations, estimating each test from the tests
   of its kind this run finished (a first run).
 
@@ -29,8 +30,6 @@ from conformance.eta import EtaModel
 
 TARGET = 0.25
 FRACTIONS = (0.25, 0.5, 0.75)
-#: A second recording of a run is stored under the first's name with this suffix.
-AGAIN = "-again"
 
 
 def _recorded_data():
@@ -97,8 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--runs",
         nargs="+",
         metavar="NAME",
-        help="recorded runs to replay (default: all "
-        f"that have a second recording, '<name>{AGAIN}')",
+        help="recorded runs to replay (default: the replay runs, later runs of tests the "
+        "others recorded)",
     )
     return parser
 
@@ -108,23 +107,28 @@ def main(argv: list[str] | None = None) -> int:
     data = _recorded_data()
     rows, runs = data.load()
     grouped = data.by_run(rows)
-    names = args.runs or sorted(
-        n for n in grouped if not n.endswith(AGAIN) and n + AGAIN in grouped
-    )
-    if not names:
-        print("eta: no recorded run has a second recording to take durations from", file=sys.stderr)
+    names = args.runs or data.replay_runs(runs)
+    unknown = [name for name in names if name not in grouped]
+    if unknown or not names:
+        print(
+            f"eta: no recorded run to replay ({', '.join(unknown) or 'none marked'})",
+            file=sys.stderr,
+        )
         return 1
+    earlier = {
+        row["test_id"]: float(row["duration_s"])
+        for row in rows
+        if not runs.get(row["run"], {}).get("replay")
+    }
     methods = ("mean rate", "recorded", "kin only")
     print(
         "eta: replayed upstream runs on emu; |ETA - time left| / time left at "
         + ", ".join(f"{f:.0%}" for f in FRACTIONS)
-        + " of each run (recorded: durations from a second recording of the same tests)"
+        + " of each run (recorded: durations the earlier runs recorded for its tests)"
     )
     results = {}
     for name in names:
-        other = grouped.get(name + AGAIN, [])
-        recorded = {row["test_id"]: float(row["duration_s"]) for row in other}
-        results[name] = replay(grouped[name], recorded)
+        results[name] = replay(grouped[name], earlier)
         tests, wall = len(grouped[name]), runs.get(name, {}).get("wall_s", 0)
         cells = "; ".join(f"{m} " + "/".join(f"{e:.0%}" for e in results[name][m]) for m in methods)
         print(f"  {name} ({tests:,} tests, {wall:.0f} s): {cells}")

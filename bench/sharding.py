@@ -4,7 +4,7 @@ First, PyTorch's own 13 device-generic files for torch 2.13 as emu ran them (dur
 recorded once into bench/data, see bench/data/recorded.py): the recorded tests packed into
 8 shards, the slowest shard's time over the mean measured in the recorded times and, for
 the tests recorded twice, packed on the first recording and measured in the second (a
-rerun's noise); beside the hash split. Tests longer than a shard's fair share (which no
+rerun's noise: a replay run, a later shard of them); beside the hash split. Tests longer than a shard's fair share (which no
 split can balance) are named. Target: slowest within 1.10x of the mean.
 
 Then a synthetic model of 154,000 tests:
@@ -125,8 +125,9 @@ def bench_recorded(shards: int) -> float:
     rows, runs = data.load()
     first: dict[str, dict] = {}
     second: dict[str, float] = {}
+    replays = set(data.replay_runs(runs))
     for row in rows:
-        if row["run"].endswith("-again"):
+        if row["run"] in replays:
             second[row["test_id"]] = float(row["duration_s"])
         else:
             first[row["test_id"]] = row
@@ -154,7 +155,7 @@ def bench_recorded(shards: int) -> float:
     fair = total / shards
     print(
         f"sharding: recorded upstream, {len(first):,} tests of {len(files)} files on emu "
-        f"({total / 3600:.1f} h of test time in {len(runs)} runs), {shards} shards: "
+        f"({total / 3600:.1f} h of test time in {len(runs) - len(replays)} runs), {shards} shards: "
         f"hash split {_slowest_over_mean(hashed(first), times, shards):.3f}x, "
         f"balanced {balanced:.3f}x (target <= {TARGET:.2f}x; packed in {pack_s:.2f} s)"
     )

@@ -5,11 +5,13 @@
 no skiplist. Columns: ``run`` (the shard run's name), ``seq`` (the order its records were
 written in, which is the order the tests finished), ``worker``, ``test_id``, ``file``,
 ``test_class``, ``template``, ``outcome``, ``duration_s``. ``upstream-runs.json`` says, per
-run, its wall time, workers, device and torch version.
+run, its wall time, workers, device and torch version, and whether it is a *replay* run:
+a later run of tests the other runs recorded (a shard of them balanced on their
+durations, as a nightly runs), which the ETA benchmark replays with the others' durations.
 
 Regenerate (after running the shards) with::
 
-    python bench/data/recorded.py RUN_DIR... [--out bench/data]
+    python bench/data/recorded.py RUN_DIR... [--replay RUN_DIR...] [--out bench/data]
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ def load() -> tuple[list[dict], dict[str, dict]]:
     return rows, json.loads(RUNS.read_text(encoding="utf-8"))
 
 
+def replay_runs(runs: dict[str, dict]) -> list[str]:
+    return sorted(name for name, run in runs.items() if run.get("replay"))
+
+
 def by_run(rows: list[dict]) -> dict[str, list[dict]]:
     return {run: list(group) for run, group in itertools.groupby(rows, key=lambda r: r["run"])}
 
@@ -47,7 +53,7 @@ def _workers(command: list[str]) -> int:
     return 1
 
 
-def export(run_dirs: list[Path], out: Path) -> None:
+def export(run_dirs: list[Path], out: Path, replays: list[Path] = ()) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -55,7 +61,7 @@ def export(run_dirs: list[Path], out: Path) -> None:
 
     table: dict[str, list] = {"run": [], "seq": [], **{name: [] for name in COLUMNS}}
     runs = {}
-    for run_dir in run_dirs:
+    for run_dir in [*run_dirs, *replays]:
         meta = read_meta(run_dir)
         name = run_dir.name
         start, end = datetime.fromisoformat(meta.start_time), datetime.fromisoformat(meta.end_time)
@@ -67,6 +73,7 @@ def export(run_dirs: list[Path], out: Path) -> None:
             "torch": meta.torch_version,
             "shard": meta.shard,
             "recorded": meta.start_time[:10],
+            "replay": run_dir in replays,
         }
         for seq, record in enumerate(read_records(run_dir)):
             if record["outcome"] == "deselected":
@@ -99,9 +106,10 @@ def export(run_dirs: list[Path], out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Record upstream runs' durations for bench/.")
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR")
+    parser.add_argument("--replay", nargs="+", type=Path, default=[], metavar="RUN_DIR")
     parser.add_argument("--out", type=Path, default=HERE)
     args = parser.parse_args(argv)
-    export(args.runs, args.out)
+    export(args.runs, args.out, args.replay)
     print(f"wrote {args.out / DURATIONS.name} and {args.out / RUNS.name}")
     return 0
 
