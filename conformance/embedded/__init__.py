@@ -2,7 +2,8 @@
 
 Test files in this folder (``test_*.py``) are ordinary upstream-style PyTorch test files:
 unittest ``TestCase`` classes instantiated per device with ``instantiate_device_type_tests``
-and parametrized over ``op_db``, ``module_db``, ``optim_db`` and torch's autocast op lists.
+and parametrized over ``op_db``, ``module_db``, ``optim_db`` and torch's autocast op lists,
+and multi-process ``torch.distributed`` tests (two ranks per test).
 They need no PyTorch source checkout. Which ops, modules and optimizers they cover is the
 *selection*, read from the ``CONFORMANCE_SELECTION`` environment variable when the files
 are collected.
@@ -77,5 +78,19 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "test_step_matches_cpu",
         "test_foreach_matches_forloop",
         "test_fused_matches_forloop",
+    ),
+    "test_distributed.py": (
+        "test_all_reduce",
+        "test_reduce_scatter_tensor",
+        "test_reduce_scatter",
+        "test_all_gather",
+        "test_all_gather_into_tensor",
+        "test_broadcast",
+        "test_all_to_all",
+        "test_all_to_all_single",
+        "test_send_recv",
+        "test_barrier",
+        "test_default_backend",
+        "test_ddp",
     ),
 }

@@ -279,6 +279,20 @@ _F32, _F64, _I64, _C64, _C128, _F16, _BF16 = (
     torch.float16,
     torch.bfloat16,
 )
+_COLLECTIVE_DTYPES = (
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    _I64,
+    _F16,
+    _BF16,
+    _F32,
+    _F64,
+    _C64,
+    _C128,
+)
 _DTYPES: dict[str, dict[str, tuple[OpDTypes, tuple[torch.dtype, ...] | None]]] = {
     "test_compare_cpu": {
         "smoke": (OpDTypes.supported, (_F32, _I64)),
@@ -365,6 +379,33 @@ _DTYPES: dict[str, dict[str, tuple[OpDTypes, tuple[torch.dtype, ...] | None]]] =
             "test_foreach_matches_forloop",
             "test_fused_matches_forloop",
         )
+    },
+    # Collectives: every dtype a backend may move or reduce (smoke: one floating, one
+    # integer); ReduceOps that torch does not define on a dtype skip before ranks start.
+    **{
+        name: {
+            "smoke": (OpDTypes.supported, (_F32, _I64)),
+            "core": (OpDTypes.supported, _COLLECTIVE_DTYPES),
+            "full": (OpDTypes.supported, _COLLECTIVE_DTYPES),
+        }
+        for name in (
+            "test_all_reduce",
+            "test_reduce_scatter_tensor",
+            "test_reduce_scatter",
+            "test_all_gather",
+            "test_all_gather_into_tensor",
+            "test_broadcast",
+            "test_all_to_all",
+            "test_all_to_all_single",
+            "test_send_recv",
+        )
+    },
+    "test_barrier": {s: (OpDTypes.none, None) for s in SELECTIONS},
+    "test_default_backend": {s: (OpDTypes.none, None) for s in SELECTIONS},
+    "test_ddp": {
+        "smoke": (OpDTypes.supported, (_F32,)),
+        "core": (OpDTypes.supported, (_F32, _F64)),
+        "full": (OpDTypes.supported, (_F32, _F64)),
     },
 }
 

@@ -34,7 +34,25 @@ TARGETS = {
     "column_major": ("test_ops.py", "test_fake_tril_"),
     "device_check_first": ("test_modules.py", "test_errors_nn_Embedding_"),
     "no_autocast": ("test_autocast.py", "test_autocast_lower_precision_fp_mm_"),
+    "wrong_reduction": ("test_distributed.py", "test_all_reduce_reduce_op_sum_"),
 }
+
+#: The distributed templates that never reduce with all_reduce's SUM: wrong_reduction
+#: must leave them passing (test_ddp and test_default_backend sum through all_reduce).
+OTHER_COLLECTIVES = [
+    ("test_distributed.py", prefix)
+    for prefix in (
+        "test_reduce_scatter_tensor_",
+        "test_reduce_scatter_",
+        "test_all_gather_",
+        "test_all_gather_into_tensor_",
+        "test_broadcast_",
+        "test_all_to_all_",
+        "test_all_to_all_single_",
+        "test_send_recv_",
+        "test_barrier_",
+    )
+]
 
 #: Runs started at once: two, for the two cores.
 PARALLEL = 2
@@ -109,3 +127,10 @@ def test_target_passes_without_plants(runs, plant):
 def test_plant_is_caught_by_its_template(runs, plant):
     prefix = TARGETS[plant][1]
     assert runs[plant] == {prefix: "failed"}, f"{plant} was not caught by {prefix}"
+
+
+def test_wrong_reduction_is_caught_by_all_reduce_alone():
+    # The other collectives' templates, all_reduce's other reductions included, still pass.
+    targets = [*OTHER_COLLECTIVES, ("test_distributed.py", "test_all_reduce_reduce_op_max_")]
+    outcomes = _outcomes(_start("wrong_reduction", targets), targets)
+    assert set(outcomes.values()) == {"passed"}, outcomes

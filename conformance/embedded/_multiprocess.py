@@ -1,0 +1,331 @@
+"""Multi-process tests on the torch wheel's own base: the ranks of one test are one test.
+
+:class:`RankTestCase` is upstream's ``MultiProcessTestCase`` (``torch.testing._internal.
+common_distributed``: one process per rank, a ``FileStore`` in a fresh temporary file for the
+rendezvous, so tests of parallel runs and xdist workers never meet) with what a conformance
+run needs of it:
+
+- **Every rank decides the outcome.** Upstream checks the first rank's exit code only, so a
+  test whose second rank crashed could pass. Here the test passes only when every rank
+  passed; it fails with each rank's error, ``rank N crashed with signal SIGSEGV`` for a rank
+  a signal ended, ``rank N exited with code C`` for one that left by itself; it is skipped
+  only when every rank skipped, with the reason they gave (a refusal one rank makes and
+  another does not is a failure).
+- **A rank that fails ends the test.** The other ranks get a few seconds to end by
+  themselves (they usually fail too, their peer gone), then they are killed: nobody waits
+  for a collective's timeout.
+- **A hang is a timeout.** Past :data:`TIMEOUT_ENV` seconds (default 120) the ranks' stacks
+  are logged, the ranks are killed and the test fails with ``timed out after N s``. The
+  harness's ``--test-timeout`` stops the test too, whichever comes first: its watchdog kills
+  the whole process tree.
+- **No rank outlives the test.** Ranks are killed, never left to end by themselves, when the
+  test ends, and each rank asks the kernel to kill it when the test process dies
+  (``PR_SET_PDEATHSIG``, Linux), however the test process ends.
+- **Ranks start fast.** They are forked from the test process by default (no interpreter
+  and torch to start per rank, so hundreds of small tests stay cheap); ``spawn`` (upstream's
+  default, for backends that cannot be forked) with ``CONFORMANCE_DIST_START=spawn``.
+- **Nothing starts for a test that does not apply.** A template decorated with
+  :func:`on_ranks` runs its ``applies`` check in the test process before any rank starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+import unittest
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing
+from torch.testing._internal.common_distributed import TEST_SKIPS, MultiProcessTestCase
+
+__all__ = [
+    "GROUP_TIMEOUT_S",
+    "START_ENV",
+    "TIMEOUT_ENV",
+    "WORLD_SIZE",
+    "RankTestCase",
+    "on_ranks",
+]
+
+#: Ranks per test.
+WORLD_SIZE = 2
+#: Seconds a test's ranks may run before they are killed (the test then fails as timed out).
+TIMEOUT_ENV = "CONFORMANCE_DIST_TIMEOUT"
+#: How ranks start: ``fork`` (default) or ``spawn``.
+START_ENV = "CONFORMANCE_DIST_START"
+#: The process group's own timeout: a collective waiting on a lost peer fails after it.
+GROUP_TIMEOUT_S = 60
+#: Seconds the other ranks get to end by themselves after one failed.
+_GRACE_S = 5.0
+_SKIP_CODE = TEST_SKIPS["generic"].exit_code
+_ERROR_CODE = MultiProcessTestCase.TEST_ERROR_EXIT_CODE
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask the kernel to kill this process when the test process dies (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request was in place
+        os._exit(1)
+
+
+def _limit_s() -> float:
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    return float(raw) if raw else 120.0
+
+
+def on_ranks(applies: Callable[..., str | None] | None = None, make_group: bool = True) -> Callable:
+    """Make a device-generic template a multi-process test.
+
+    In the test process the wrapper checks ``applies(**params)`` (a reason to skip, or None)
+    and then starts the ranks and waits for them; in each rank it sets ``self.rank_device``,
+    makes the process group with the device's default backend unless ``make_group`` is
+    false (:meth:`RankTestCase.init_group`), and runs the template.
+    """
+
+    def decorate(template: Callable) -> Callable:
+        @functools.wraps(template)
+        def run(self: RankTestCase, device: str, **params: Any) -> None:
+            if applies is not None:
+                reason = applies(device=device, **params)
+                if reason:
+                    raise unittest.SkipTest(reason)
+            if self.rank == self.MAIN_PROCESS_RANK:
+                self.run_ranks()
+                return
+            self.init_group(device, make_group)
+            template(self, device, **params)
+
+        return run
+
+    return decorate
+
+
+class RankTestCase(MultiProcessTestCase):
+    """Upstream's multi-process test case, with every rank deciding the outcome."""
+
+    @property
+    def world_size(self) -> int:
+        return WORLD_SIZE
+
+    # In the test process the template itself starts the ranks (on_ranks), after its
+    # applicability check; upstream's wrapper would only join ranks started in setUp.
+    def join_or_run(self, fn):
+        return fn
+
+    def tearDown(self) -> None:
+        self._kill_ranks()
+        super().tearDown()
+        with contextlib.suppress(OSError):
+            os.remove(self.file_name)
+
+    # -- the test process -------------------------------------------------------------
+
+    def run_ranks(self) -> None:
+        """Start the ranks of this test, wait for them, and turn their ends into an outcome."""
+        method = os.environ.get(START_ENV, "").strip() or "fork"
+        if method not in ("fork", "spawn"):
+            raise ValueError(f"{START_ENV}={method!r}: expected fork or spawn")
+        self._start_processes(torch.multiprocessing.get_context(method).Process)
+        try:
+            self._wait_for_ranks()
+        finally:
+            self._kill_ranks()
+            for pipe in self.pid_to_pipe.values():
+                pipe.close()
+
+    def _kill_ranks(self) -> list[int]:
+        """Kill the ranks still running; return which."""
+        killed = []
+        for rank, process in enumerate(getattr(self, "processes", [])):
+            if process.exitcode is None:
+                process.kill()
+                killed.append(rank)
+            process.join(timeout=10)
+        return killed
+
+    def _wait_for_ranks(self) -> None:
+        limit = _limit_s()
+        start = time.monotonic()
+        failed_at = None
+        killed: list[int] = []
+        while True:
+            codes = [p.exitcode for p in self.processes]
+            if all(c is not None for c in codes):
+                break
+            now = time.monotonic()
+            if failed_at is None and any(c not in (None, 0, _SKIP_CODE) for c in codes):
+                failed_at = now
+            if failed_at is not None and now - failed_at > _GRACE_S:
+                killed = self._kill_ranks()
+                break
+            if now - start > limit:
+                self._get_timedout_process_traceback()
+                self._kill_ranks()
+                raise RuntimeError(
+                    f"the ranks did not finish in {limit:g} s and were killed (still running: "
+                    f"{', '.join(str(i) for i, c in enumerate(codes) if c is None)})\n"
+                    f"timed out after {limit:g} s"
+                )
+            time.sleep(0.02)
+        codes = [None if r in killed else p.exitcode for r, p in enumerate(self.processes)]
+        self._judge(codes, time.monotonic() - start)
+
+    def _message(self, rank: int) -> tuple[str, str]:
+        pipe = self.pid_to_pipe[self.processes[rank].pid]
+        try:
+            if pipe.poll(0.1):
+                kind, text = pipe.recv()
+                return kind, text
+        except (EOFError, OSError, ValueError, TypeError):
+            pass
+        return "", ""
+
+    def _judge(self, codes: list[int | None], elapsed: float) -> None:
+        """``codes``: each rank's exit code, None for a rank killed after another failed."""
+        if all(code == 0 for code in codes):
+            return
+        messages = [self._message(rank) for rank in range(len(codes))]
+        if all(code == _SKIP_CODE for code in codes):
+            reasons = {text for kind, text in messages if kind == "skip"}
+            raise unittest.SkipTest(" / ".join(sorted(reasons)) or TEST_SKIPS["generic"].message)
+        # One line per rank, the worst first (a crash, an error, an exit, a rank killed
+        # after another failed), then the tracebacks of the ranks that failed.
+        lines: list[tuple[int, str]] = []
+        details = []
+        for rank, (code, (kind, text)) in enumerate(zip(codes, messages, strict=True)):
+            if code is not None and code < 0:
+                try:
+                    name = signal.Signals(-code).name
+                except ValueError:
+                    name = str(-code)
+                lines.append((0, f"rank {rank} crashed with signal {name}"))
+            elif code not in (None, 0, _SKIP_CODE) and kind == "error":
+                last = text.strip().splitlines()[-1] if text.strip() else ""
+                lines.append((1, f"rank {rank} failed: {last}"))
+                details.append(f"rank {rank}:\n{text.rstrip()}")
+            elif code not in (None, 0, _SKIP_CODE):
+                lines.append((2, f"rank {rank} exited with code {code}"))
+            elif code is None:
+                lines.append(
+                    (3, f"rank {rank} still running {_GRACE_S:g} s after another failed: killed")
+                )
+            elif code == _SKIP_CODE:
+                lines.append((4, f"rank {rank} skipped: {text}"))
+            else:
+                lines.append((5, f"rank {rank} passed"))
+        summary = "\n".join(line for _, line in sorted(lines, key=lambda item: item[0]))
+        raise AssertionError(
+            f"{len(codes)} ranks, {elapsed:.1f} s:\n{summary}\n\n" + "\n\n".join(details)
+        )
+
+    # -- a rank -------------------------------------------------------------------------
+
+    @classmethod
+    def _run(cls, rank: int, test_name: str, file_name: str, parent_pipe, **kwargs) -> None:
+        _die_with_parent(kwargs.get("parent", os.getppid()))
+        self = cls(test_name)
+        self.rank = rank
+        self.file_name = file_name
+        self.run_test(test_name, parent_pipe)
+
+    def run_test(self, test_name: str, parent_pipe) -> None:
+        # Upstream's listener thread answers the test process's request for this rank's
+        # stack when the ranks time out.
+        signal_recv, signal_send = torch.multiprocessing.Pipe(duplex=False)
+        listener = threading.Thread(
+            target=MultiProcessTestCase._event_listener,
+            args=(parent_pipe, signal_recv, self.rank),
+            daemon=True,
+        )
+        listener.start()
+        code = 0
+        try:
+            getattr(self, test_name)()
+        except unittest.SkipTest as skip:
+            parent_pipe.send(("skip", str(skip)))
+            code = _SKIP_CODE
+        except BaseException:
+            parent_pipe.send(("error", traceback.format_exc()))
+            code = _ERROR_CODE
+        finally:
+            signal_send.send(None)
+            listener.join(timeout=5)
+        if code != _ERROR_CODE:
+            self._leave_together()
+        if dist.is_initialized():
+            with contextlib.suppress(Exception):
+                dist.destroy_process_group()
+        parent_pipe.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+    def _leave_together(self) -> None:
+        """Wait (through the group's store, a few seconds at most) until every rank has
+        ended its test: a rank that skips or passes early must not close its connections
+        while a peer is still connecting to it or reading from it."""
+        if not dist.is_initialized():
+            return
+        with contextlib.suppress(Exception):
+            store = dist.distributed_c10d._get_default_store()
+            key = "conformance/ranks_done"
+            store.add(key, 1)
+            deadline = time.monotonic() + _GRACE_S
+            while store.add(key, 0) < self.world_size and time.monotonic() < deadline:
+                time.sleep(0.005)
+
+    def init_group(self, device: str, make_group: bool = True) -> None:
+        """This rank's device (rank ``r`` on device index ``r`` modulo the device count) and,
+        with ``make_group``, the process group, with the device's default backend."""
+        device_type = torch.device(device).type
+        if device_type == "cpu":
+            self.rank_device = torch.device("cpu")
+        else:
+            module = torch.get_device_module(device_type)
+            index = self.rank % max(1, module.device_count())
+            module.set_device(index)
+            self.rank_device = torch.device(device_type, index)
+        if not make_group:
+            return
+        store = dist.FileStore(self.file_name, self.world_size)
+        dist.init_process_group(
+            backend=dist.get_default_backend_for_device(device_type),
+            store=store,
+            rank=self.rank,
+            world_size=self.world_size,
+            timeout=timedelta(seconds=GROUP_TIMEOUT_S),
+        )
+
+    def _start_processes(self, proc) -> None:
+        # Upstream's, with the test process's pid for the ranks' death signal.
+        self.processes = []
+        parent = os.getpid()
+        for rank in range(int(self.world_size)):
+            parent_conn, child_conn = torch.multiprocessing.Pipe()
+            process = proc(
+                target=self.__class__._run,
+                name=f"rank {rank}",
+                args=(rank, self._current_test_name(), self.file_name, child_conn),
+                kwargs={"parent": parent},
+            )
+            process.start()
+            child_conn.close()
+            self.pid_to_pipe[process.pid] = parent_conn
+            self.processes.append(process)
