@@ -19,20 +19,28 @@ run needs of it:
   harness's ``--test-timeout`` stops the test too, whichever comes first: its watchdog kills
   the whole process tree.
 - **No rank outlives the test.** Ranks are killed, never left to end by themselves, when the
-  test ends, and each rank asks the kernel to kill it when the test process dies
-  (``PR_SET_PDEATHSIG``, Linux), however the test process ends.
-- **Ranks start fast.** They are forked from the test process by default (no interpreter
-  and torch to start per rank, so hundreds of small tests stay cheap); ``spawn`` (upstream's
-  default, for backends that cannot be forked) with ``CONFORMANCE_DIST_START=spawn``.
+  test ends, and each rank asks the kernel to kill it when its parent dies
+  (``PR_SET_PDEATHSIG``, Linux): the fork server, which ends with the test process however
+  that ends.
+- **Ranks start fast and clean.** They are forked from a fork server (multiprocessing's
+  ``forkserver``: a fresh interpreter per test process, started with the first test, that
+  has imported torch, the backend and the test module), so hundreds of small tests stay
+  cheap, and no rank inherits the test process's threads: forked from a process that ran a
+  backward pass on an accelerator, a rank could not use autograd (torch refuses autograd
+  after a fork once its device threads run). ``CONFORMANCE_DIST_START`` chooses
+  ``fork`` (faster, for test processes that never ran autograd on the device) or ``spawn``
+  (upstream's, an interpreter per rank).
 - **Nothing starts for a test that does not apply.** A template decorated with
   :func:`on_ranks` runs its ``applies`` check in the test process before any rank starts.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import functools
+import importlib
 import os
 import signal
 import sys
@@ -72,10 +80,12 @@ _SKIP_CODE = TEST_SKIPS["generic"].exit_code
 _ERROR_CODE = MultiProcessTestCase.TEST_ERROR_EXIT_CODE
 
 
-def _die_with_parent(parent: int) -> None:
-    """Ask the kernel to kill this process when the test process dies (Linux)."""
+def _die_with_parent() -> None:
+    """Ask the kernel to kill this process when its parent dies (Linux): the test process,
+    or the fork server, which ends with the test process."""
     if not sys.platform.startswith("linux"):
         return
+    parent = os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -83,6 +93,80 @@ def _die_with_parent(parent: int) -> None:
         return
     if os.getppid() != parent:  # the parent died before the request was in place
         os._exit(1)
+
+
+def _context(method: str, module: str):
+    """The multiprocessing context ranks start in; the fork server preloads torch and the
+    test module, so a rank starts with them imported."""
+    if method not in ("forkserver", "fork", "spawn"):
+        raise ValueError(f"{START_ENV}={method!r}: expected forkserver, fork or spawn")
+    context = torch.multiprocessing.get_context(method)
+    if method == "forkserver" and not _server_stopper:
+        context.set_forkserver_preload(["torch", module])
+        # The server ends by itself when this process has ended (its pipe closes), after
+        # its own interpreter shuts down; stopping it at exit means it is gone by then.
+        _server_stopper.append(atexit.register(_stop_fork_server))
+    return context
+
+
+_server_stopper: list = []
+
+
+def _stop_fork_server() -> None:
+    from multiprocessing import forkserver
+
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if stop is not None:
+        with contextlib.suppress(Exception):
+            stop()
+
+
+def _class_key(cls: type) -> tuple[str, str, str, str]:
+    """What finds the test's class again in a rank: module, class name, and the generic
+    class's and device type's names, for a rank whose module instantiated the device-generic
+    classes under other names (the harness names them after the backend, plain pytest after
+    the dispatch key)."""
+    generic = next(
+        (
+            b.__name__
+            for b in cls.__mro__[1:]
+            if issubclass(b, RankTestCase) and getattr(b, "device_type", None) is None
+        ),
+        "",
+    )
+    return cls.__module__, cls.__name__, generic, _device_type(cls)
+
+
+def _device_type(cls: type) -> str:
+    name = str(getattr(cls, "device_type", ""))
+    return torch._C._get_privateuse1_backend_name() if name == "privateuse1" else name
+
+
+def _find_class(key: tuple[str, str, str, str]) -> type:
+    module_name, name, generic, device_type = key
+    module = importlib.import_module(module_name)
+    found = getattr(module, name, None)
+    if isinstance(found, type):
+        return found
+    for candidate in vars(module).values():
+        if (
+            isinstance(candidate, type)
+            and issubclass(candidate, RankTestCase)
+            and _device_type(candidate) == device_type
+            and any(b.__name__ == generic for b in candidate.__mro__[1:])
+        ):
+            return candidate
+    raise LookupError(f"no {name} (from {generic}, for {device_type}) in {module_name}")
+
+
+def _rank_main(key, rank: int, test_name: str, file_name: str, parent_pipe) -> None:
+    """A rank's entry point (a module function, so a fresh interpreter can unpickle it)."""
+    try:
+        cls = _find_class(key)
+    except BaseException:
+        parent_pipe.send(("error", traceback.format_exc()))
+        raise
+    cls._run(rank, test_name, file_name, parent_pipe)
 
 
 def _limit_s() -> float:
@@ -139,10 +223,8 @@ class RankTestCase(MultiProcessTestCase):
 
     def run_ranks(self) -> None:
         """Start the ranks of this test, wait for them, and turn their ends into an outcome."""
-        method = os.environ.get(START_ENV, "").strip() or "fork"
-        if method not in ("fork", "spawn"):
-            raise ValueError(f"{START_ENV}={method!r}: expected fork or spawn")
-        self._start_processes(torch.multiprocessing.get_context(method).Process)
+        method = os.environ.get(START_ENV, "").strip() or "forkserver"
+        self._start_processes(_context(method, type(self).__module__).Process)
         try:
             self._wait_for_ranks()
         finally:
@@ -239,7 +321,7 @@ class RankTestCase(MultiProcessTestCase):
 
     @classmethod
     def _run(cls, rank: int, test_name: str, file_name: str, parent_pipe, **kwargs) -> None:
-        _die_with_parent(kwargs.get("parent", os.getppid()))
+        _die_with_parent()
         self = cls(test_name)
         self.rank = rank
         self.file_name = file_name
@@ -314,16 +396,20 @@ class RankTestCase(MultiProcessTestCase):
         )
 
     def _start_processes(self, proc) -> None:
-        # Upstream's, with the test process's pid for the ranks' death signal.
+        # Upstream's, closing the test process's ends of the ranks' pipes.
         self.processes = []
-        parent = os.getpid()
         for rank in range(int(self.world_size)):
             parent_conn, child_conn = torch.multiprocessing.Pipe()
             process = proc(
-                target=self.__class__._run,
+                target=_rank_main,
                 name=f"rank {rank}",
-                args=(rank, self._current_test_name(), self.file_name, child_conn),
-                kwargs={"parent": parent},
+                args=(
+                    _class_key(type(self)),
+                    rank,
+                    self._current_test_name(),
+                    self.file_name,
+                    child_conn,
+                ),
             )
             process.start()
             child_conn.close()

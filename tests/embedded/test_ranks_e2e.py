@@ -59,7 +59,7 @@ def _none_alive(pids: list[int]) -> list[int]:
 
 
 def test_each_rank_ending_is_the_tests_and_no_rank_outlives_the_run(pytester):
-    result, rows, started = _run(pytester, "-n", "2", "--test-timeout", "8", limit_s="120")
+    result, rows, started = _run(pytester, "-n", "2", "--test-timeout", "15", limit_s="120")
     assert result.ret == 1
     outcome = {test: (row.outcome, row.category, row.detail) for test, row in rows.iterrows()}
     assert outcome[CLASS + "test_a_pass"] == ("passed", "", "")
