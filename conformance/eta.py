@@ -5,12 +5,13 @@ milliseconds, a few gradient checks take minutes, and they cluster (test_modules
 tail), so a run that has done 95% of its tests in 20 minutes may have 15 minutes left.
 :class:`EtaModel` instead sums the expected time of the tests still to run:
 
-- a test an earlier run recorded (``--shard-durations``, the last nightly, the run being
-  resumed) is expected to take its recorded time, scaled by how this run's finished tests
+- a test an earlier run of the device recorded (``--shard-durations``, the last nightly,
+  the run being resumed) is expected to take its recorded time, scaled by how this run's finished tests
   compare with their own recorded times (a slower device, a busier machine);
 - any other test takes the mean of the tests most like it that finished in this run, else
   of those recorded: the same test name but for its dtypes, else the same class, else the
-  same file, else all (groups read off test_ids, so no test database is imported).
+  same file, else all (groups read off the tests' nodeids: the process that prints the
+  line, an xdist controller, never imports torch).
   Such estimates carry their spread, so the ETA widens to a range (``ETA 12m (8m-20m)``)
   when much of what is left is guessed, and narrows as the run learns its templates.
 
@@ -100,7 +101,8 @@ def _groups(test_id: str) -> tuple[str, str, str, str]:
 class EtaModel:
     """Expected time of the tests a run still has to run (see the module's docstring)."""
 
-    #: Seconds an earlier run recorded, by test_id.
+    #: Seconds an earlier run recorded, by the key tests are expected under (the progress
+    #: line keys them by nodeid, the benchmark by test_id).
     recorded: dict[str, float] = field(default_factory=dict)
     workers: int = 1
     _remaining: dict[str, str] = field(default_factory=dict)  # nodeid -> test_id

@@ -33,7 +33,7 @@ from conformance.model import EMBEDDED_NAMESPACE, TestIdentity, suite_of_file
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["collector_identity", "identity_from_item", "nodeid_test_id", "parse_nodeid"]
+__all__ = ["collector_identity", "identity_from_item", "parse_nodeid"]
 
 # Always recognised besides the caller's device names: torch has named PrivateUse1 classes
 # and (in older releases) methods "privateuse1" rather than after the backend.
@@ -232,14 +232,6 @@ def parse_nodeid(
         device=device,
         suite=suite_of_file(file),
     )
-
-
-def nodeid_test_id(
-    nodeid: str, device_names: Iterable[str], rootdir: str | os.PathLike | None = None
-) -> str:
-    """The ``test_id`` :func:`parse_nodeid` gives, without its search of the OpInfo and
-    ModuleInfo databases (seconds to import): for a process that has only nodeids."""
-    return _split_nodeid(nodeid, device_names, rootdir).test_id
 
 
 @dataclasses.dataclass(frozen=True)

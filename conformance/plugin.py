@@ -294,7 +294,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(recorder, "conformance-recorder")
         run_dir = writer.run_dir
         already = frozenset(writer.recorded_ids)
-        _register_progress(config, backend.name, run_dir=run_dir, resumed=bool(already))
+        _register_progress(config, run_dir=run_dir, resumed=bool(already))
     if option.conformance_mode == "compile" and not _is_xdist_controller(config):
         _compile_upstream_tests_with(backend.name)
     agent = TestRunAgent(
@@ -354,7 +354,7 @@ def _compile_upstream_tests_with(device_type: str) -> None:
     common_utils.TestCase.compile_fn = compile_fn
 
 
-def _register_progress(config: pytest.Config, device: str, *, run_dir: Path, resumed: bool) -> None:
+def _register_progress(config: pytest.Config, *, run_dir: Path, resumed: bool) -> None:
     from conformance.progress import DEFAULT_INTERVAL_S, ProgressPlugin
 
     interval = config.option.conformance_progress_interval
@@ -367,25 +367,23 @@ def _register_progress(config: pytest.Config, device: str, *, run_dir: Path, res
         plugin = ProgressPlugin(
             config,
             interval,
-            device_names=(device,),
             recorded=_recorded_seconds(config, run_dir if resumed else None),
         )
         config.pluginmanager.register(plugin, "conformance-progress")
 
 
 def _recorded_seconds(config: pytest.Config, resumed_run: Path | None) -> dict[str, float]:
-    """Test durations the ETA starts from: the ``--shard-durations`` runs', then the
-    records of the run being resumed (this device and machine: they win)."""
+    """Test durations the ETA starts from, by nodeid: the ``--shard-durations`` runs' (those
+    of this device: another device's tests have other nodeids), then the records of the
+    run being resumed (this machine: they win)."""
     from conformance.store import read_records
 
     seconds: dict[str, float] = {}
-    durations = _shard_durations(config.option.conformance_shard_durations)
-    if durations is not None:
-        seconds.update(durations.seconds)
-    if resumed_run is not None:
-        for record in read_records(resumed_run):
+    runs = [*config.option.conformance_shard_durations, *([resumed_run] if resumed_run else [])]
+    for run in runs:
+        for record in read_records(run):
             if record.get("outcome") != "deselected":
-                seconds[record["test_id"]] = float(record.get("duration_s") or 0.0)
+                seconds[record["nodeid"]] = float(record.get("duration_s") or 0.0)
     return seconds
 
 
