@@ -6,23 +6,32 @@ generation does not depend on the device's random number generator.
 
 In compile mode (``CONFORMANCE_MODE=compile``, set by ``conformance run --mode compile``)
 :func:`call` runs the op under ``torch.compile`` with the device's compile backend
-(``fullgraph=True``, static shapes, a fresh compilation per call) whenever the sample is
-on the device under test, that is, came from :func:`to_device`; references computed from
-the CPU samples stay eager. Templates that test no op call (error inputs, forward-mode
-AD, optimizers) skip with ``runs eager only``.
+(``fullgraph=True``, static shapes) whenever the sample is on the device under test, that
+is, came from :func:`to_device`; references computed from the CPU samples stay eager.
+Templates that test no op call (error inputs, forward-mode AD, optimizers) skip with
+``runs eager only``.
+
+Each function called so keeps one compiled callable for the worker's life (see
+:class:`_CompiledCalls`): Dynamo compiles it on the first call and again whenever its
+guards (dtypes, shapes, strides, requires_grad, constants, global state) reject every
+graph compiled so far, so a call with the inputs of an earlier one (a template after
+another on the same op and samples) runs the earlier graph instead of compiling anew.
+Every call still runs compiled: Dynamo's recompile limits are lifted, and reaching one
+anyway fails the call instead of running it eagerly.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from torch.testing._internal.opinfo.core import SampleInput
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.testing._internal.opinfo.core import OpInfo, SampleInput
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_map
 
 from conformance.embedded import MODE_ENV, SAMPLE_INDEX_ENV
 from conformance.embedded.selection import max_samples
@@ -33,7 +42,9 @@ __all__ = [
     "SEED",
     "backward_grads",
     "call",
+    "compile_settings",
     "compiled",
+    "compiled_calls",
     "compiling",
     "cpu_reference_inputs",
     "cpu_samples",
@@ -160,12 +171,17 @@ def skip_in_compile_mode(test) -> None:
 def call(fn, sample, **extra):
     """Call ``fn`` on the sample, seeding first so random ops draw the same numbers.
 
-    In compile mode, a call on the device under test runs compiled."""
+    In compile mode, a call on the device under test runs compiled (through the worker's
+    :data:`compiled_calls`)."""
     torch.manual_seed(SEED)
-    run = fn
     if isinstance(sample, _UnderTest) and compiling():
-        run = compiled(lambda *args, **kwargs: fn(*args, **kwargs), sample.device_under_test)
-    return run(sample.input, *sample.args, **sample.kwargs, **extra)
+        args, kwargs = _arguments(sample.input, *sample.args, **sample.kwargs, **extra)
+        return compiled_calls.call(fn, sample.device_under_test, args, kwargs)
+    return fn(sample.input, *sample.args, **sample.kwargs, **extra)
+
+
+def _arguments(*args, **kwargs) -> tuple[tuple, dict]:
+    return args, kwargs
 
 
 def compiled(fn, device_type: str):
@@ -176,6 +192,197 @@ def compiled(fn, device_type: str):
 
     torch._dynamo.reset()
     return torch.compile(fn, backend=compile_backend(device_type), fullgraph=True, dynamic=False)
+
+
+#: Dynamo's recompile limits while compile mode calls an op: no op's calls come near them.
+RECOMPILE_LIMIT = 1_000_000
+
+
+def _forwarding(fn) -> Callable:
+    """A function calling ``fn``, with a code object of its own: Dynamo keeps compiled
+    graphs (and counts recompiles) per code object, so a closure's shared code would
+    pool every op's graphs in one cache."""
+
+    def forward(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    forward.__code__ = forward.__code__.replace(co_name="compiled_call")
+    return forward
+
+
+def _callee(fn):
+    """The function an OpInfo calls (``OpInfo.__call__`` is ``self.op(*args, **kwargs)``),
+    else ``fn``. Compiling it directly spares Dynamo tracing into the OpInfo and guarding
+    the object: a third of an op's compile time."""
+    if isinstance(fn, OpInfo) and type(fn).__call__ is OpInfo.__call__:
+        return fn.op
+    return fn
+
+
+def _unguarded(args: tuple, kwargs: dict) -> tuple:
+    """What the compiler sees of the tensors in a call that Dynamo's guards leave out:
+    whether each is a leaf (in-place ops on a leaf that requires grad fail while tracing)
+    and a view, and its storage offset. Calls that differ in these get compiled callables
+    of their own, so each compiles as it would have alone."""
+    return tuple(
+        (t.is_leaf, t._is_view(), t.storage_offset() if t.layout == torch.strided else None)
+        for t in tree_leaves((args, kwargs))
+        if isinstance(t, torch.Tensor)
+    )
+
+
+class _CompiledCalls:
+    """The compiled callables of a worker's compile-mode op calls.
+
+    One per function called (an OpInfo's op, a method or operator variant), compile backend
+    and :func:`_unguarded` key, kept across the worker's tests: the templates call the same
+    ops on the same samples (the gradient template's calls are the variant template's, the
+    ``out=`` templates start with the forward template's), so a template's calls often find
+    their graphs compiled. Dynamo's guards decide when a callable compiles again.
+
+    A call Dynamo cannot compile raises as a fresh compilation does (``fullgraph=True``),
+    and its callable is dropped, so nothing a failed compilation left behind reaches a later
+    call. Once the callables have compiled :attr:`max_graphs` graphs (about 250 KB each),
+    Dynamo is reset and they are dropped, which bounds a long run's memory.
+    """
+
+    def __init__(self, max_graphs: int = 2000) -> None:
+        self.max_graphs = max_graphs
+        #: Graphs compiled by the callables held (counted by Dynamo's ``unique_graphs``).
+        self.graphs = 0
+        self._callables: dict[tuple, tuple[Any, Callable]] = {}
+        self._backends: dict[tuple[str, str], str] = {}
+
+    def __len__(self) -> int:
+        return len(self._callables)
+
+    def clear(self) -> None:
+        """Drops every callable and resets Dynamo (what the callables compiled goes too)."""
+        torch._dynamo.reset()
+        self._callables.clear()
+        self.graphs = 0
+
+    def _backend(self, device_type: str) -> str:
+        from conformance.backends import COMPILE_BACKEND_ENV, compile_backend
+
+        key = (device_type, os.environ.get(COMPILE_BACKEND_ENV, ""))
+        if key not in self._backends:
+            self._backends[key] = compile_backend(device_type)
+        return self._backends[key]
+
+    def compiled(self, fn, device_type: str, args: tuple, kwargs: dict) -> Callable:
+        """The compiled callable a call of ``fn`` on ``args`` and ``kwargs`` runs."""
+        if self.graphs >= self.max_graphs:
+            self.clear()
+        backend = self._backend(device_type)
+        # The function is held with its callable, so its id is not reused while it is.
+        key = (id(fn), backend, _unguarded(args, kwargs))
+        held = self._callables.get(key)
+        if held is None or held[0] is not fn:
+            run = torch.compile(_forwarding(fn), backend=backend, fullgraph=True, dynamic=False)
+            held = self._callables[key] = (fn, run)
+        return held[1]
+
+    def call(self, fn, device_type: str, args: tuple, kwargs: dict) -> Any:
+        """``fn(*args, **kwargs)`` compiled."""
+        if torch._C._len_torch_dispatch_stack():
+            # Dynamo compiles no frame under a dispatch mode, and marks the code to skip
+            # for good: a throwaway compilation keeps that to this call.
+            return compiled(fn, device_type)(*args, **kwargs)
+        from torch._dynamo.utils import counters
+
+        run = self.compiled(_callee(fn), device_type, args, kwargs)
+        graphs = counters["stats"]["unique_graphs"]
+        try:
+            with compile_settings():
+                return run(*args, **kwargs)
+        except Exception as exc:
+            if _from_compiler(exc):
+                self._drop(run)
+            raise
+        finally:
+            self.graphs += max(0, counters["stats"]["unique_graphs"] - graphs)
+
+    def _drop(self, run: Callable) -> None:
+        for key, (_, held) in list(self._callables.items()):
+            if held is run:
+                del self._callables[key]
+
+
+@contextlib.contextmanager
+def compile_settings() -> Iterator[None]:
+    """How compile mode runs Dynamo: recompile limits lifted, with a hard failure should
+    one be reached anyway (never a silent eager run), and without the diagnostics nothing
+    here reads (:func:`_guard_latency_unmeasured`, :func:`_structured_trace_to_torch_only`).
+    """
+    with (
+        torch._dynamo.config.patch(
+            recompile_limit=RECOMPILE_LIMIT,
+            accumulated_recompile_limit=RECOMPILE_LIMIT,
+            fail_on_recompile_limit_hit=True,
+        ),
+        _guard_latency_unmeasured(),
+        _structured_trace_to_torch_only(),
+    ):
+        yield
+
+
+@contextlib.contextmanager
+def _guard_latency_unmeasured() -> Iterator[None]:
+    """Dynamo without its guard latency measurement, a compile metric nothing here reads.
+
+    After building a graph's guards, Dynamo times one evaluation of them for its compile
+    metrics, first evicting the CPU caches by writing a fresh 32 MB buffer: 8,000 page
+    faults, about 16 ms of each compile on 2 cores, a third of what an op's compilation
+    costs. Compile mode runs thousands of compilations and reads no compile metrics; the
+    guards themselves are built, checked against the frame and evaluated as always.
+    """
+    from torch._dynamo import guards
+
+    measure = getattr(guards, "profile_guard_manager", None)
+    if measure is None:  # another torch: nothing to leave out
+        yield
+        return
+    guards.profile_guard_manager = _unmeasured
+    try:
+        yield
+    finally:
+        guards.profile_guard_manager = measure
+
+
+def _unmeasured(*args: Any) -> float:
+    return 0.0
+
+
+@contextlib.contextmanager
+def _structured_trace_to_torch_only() -> Iterator[None]:
+    """torch's structured trace (``torch.__trace``, what ``TORCH_TRACE`` writes for tlparse)
+    without the handlers pytest's log capture attaches to it.
+
+    torch computes a trace event (JSON metadata, graph listings) only when the trace
+    logger has a handler, and pytest attaches its capture handlers to every logger that
+    does not propagate, this one included: each compilation then renders some forty
+    events (about a tenth of its time) into the test's captured log, which no report
+    shows. torch's own handler (``TORCH_TRACE``) stays.
+    """
+    trace = logging.getLogger("torch.__trace")
+    foreign = [h for h in trace.handlers if not type(h).__module__.startswith("torch.")]
+    for handler in foreign:
+        trace.removeHandler(handler)
+    try:
+        yield
+    finally:
+        for handler in foreign:
+            trace.addHandler(handler)
+
+
+def _from_compiler(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by torch.compile (Dynamo or the backend's compiler)."""
+    return type(exc).__module__.startswith(("torch._dynamo", "torch._inductor"))
+
+
+#: The worker's compiled op calls (compile mode).
+compiled_calls = _CompiledCalls()
 
 
 def to_cpu(result: Any) -> Any:
