@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
+    "COLLECTIVE_TEMPLATES",
     "DEFAULT_SELECTION",
     "MODE_ENV",
     "SAMPLE_INDEX_ENV",
@@ -43,6 +44,18 @@ SELECTIONS = ("smoke", "core", "full")
 DEFAULT_SELECTION = "smoke"
 
 #: Every template of the suite (the test functions before parametrization), by file.
+#: The distributed templates parametrized by dtype (the collectives that move data).
+COLLECTIVE_TEMPLATES = (
+    "test_all_reduce",
+    "test_reduce_scatter_tensor",
+    "test_reduce_scatter",
+    "test_all_gather",
+    "test_all_gather_into_tensor",
+    "test_broadcast",
+    "test_all_to_all",
+    "test_all_to_all_single",
+    "test_send_recv",
+)
 TEMPLATES: dict[str, tuple[str, ...]] = {
     "test_ops.py": (
         "test_compare_cpu",
@@ -80,15 +93,7 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "test_fused_matches_forloop",
     ),
     "test_distributed.py": (
-        "test_all_reduce",
-        "test_reduce_scatter_tensor",
-        "test_reduce_scatter",
-        "test_all_gather",
-        "test_all_gather_into_tensor",
-        "test_broadcast",
-        "test_all_to_all",
-        "test_all_to_all_single",
-        "test_send_recv",
+        *COLLECTIVE_TEMPLATES,
         "test_barrier",
         "test_default_backend",
         "test_ddp",

@@ -27,7 +27,12 @@ from torch.testing._internal.common_methods_invocations import op_db, python_ref
 from torch.testing._internal.common_modules import module_db
 from torch.testing._internal.common_optimizers import optim_db
 
-from conformance.embedded import DEFAULT_SELECTION, SELECTION_ENV, SELECTIONS
+from conformance.embedded import (
+    COLLECTIVE_TEMPLATES,
+    DEFAULT_SELECTION,
+    SELECTION_ENV,
+    SELECTIONS,
+)
 from conformance.embedded._autocast import POLICIES, cases
 from conformance.errors import ConfigError
 
@@ -388,17 +393,7 @@ _DTYPES: dict[str, dict[str, tuple[OpDTypes, tuple[torch.dtype, ...] | None]]] =
             "core": (OpDTypes.supported, _COLLECTIVE_DTYPES),
             "full": (OpDTypes.supported, _COLLECTIVE_DTYPES),
         }
-        for name in (
-            "test_all_reduce",
-            "test_reduce_scatter_tensor",
-            "test_reduce_scatter",
-            "test_all_gather",
-            "test_all_gather_into_tensor",
-            "test_broadcast",
-            "test_all_to_all",
-            "test_all_to_all_single",
-            "test_send_recv",
-        )
+        for name in COLLECTIVE_TEMPLATES
     },
     "test_barrier": {s: (OpDTypes.none, None) for s in SELECTIONS},
     "test_default_backend": {s: (OpDTypes.none, None) for s in SELECTIONS},
