@@ -173,13 +173,15 @@ def _calibrate(leg: Leg, runs: Iterable[_Run], default_workers: int, startup_s: 
         leg.factor = max(0.5, sum(y - leg.startup_s for _, y in points) / work)
 
 
-def make_plan(run_dirs: Sequence[str | Path], shards: int, *, device: str, workers: int) -> Plan:
+def make_plan(
+    run_dirs: Sequence[str | Path | _Run], shards: int, *, device: str, workers: int
+) -> Plan:
     """The projection of ``shards`` shards from the recorded runs ``run_dirs``."""
     if shards < 1:
         raise ConfigError(f"expected at least 1 shard, got {shards}", where="--shards")
     if workers < 1:
         raise ConfigError(f"expected at least 1 worker, got {workers}", where="--workers")
-    runs = [_read(Path(path)) for path in run_dirs]
+    runs = [run if isinstance(run, _Run) else _read(Path(run)) for run in run_dirs]
     by_leg: dict[str, list[_Run]] = {name: [] for name in LEGS}
     for run in runs:
         if run.backend == device:
@@ -262,14 +264,15 @@ def make_plan(run_dirs: Sequence[str | Path], shards: int, *, device: str, worke
 
 
 def shards_for_target(
-    run_dirs: Sequence[str | Path], target_s: float, *, device: str, workers: int, limit: int
+    run_dirs: Sequence[str | Path | _Run], target_s: float, *, device: str, workers: int, limit: int
 ) -> tuple[int, Plan] | None:
     """The fewest shards (up to ``limit``) whose slowest shard takes at most ``target_s``."""
+    runs = [run if isinstance(run, _Run) else _read(Path(run)) for run in run_dirs]  # once
     low, high = 1, limit
     best: tuple[int, Plan] | None = None
     while low <= high:
         middle = (low + high) // 2
-        plan = make_plan(run_dirs, middle, device=device, workers=workers)
+        plan = make_plan(runs, middle, device=device, workers=workers)
         if plan.slowest <= target_s:
             best = (middle, plan)
             high = middle - 1
@@ -379,7 +382,7 @@ def _plan_command(args: argparse.Namespace) -> int:
     from conformance.progress import format_duration
     from conformance.store import resolve_run
 
-    runs = [resolve_run(ref, args.runs_root) for ref in args.durations]
+    runs = [_read(resolve_run(ref, args.runs_root)) for ref in args.durations]
     plan = make_plan(runs, args.shards, device=args.device, workers=args.workers)
     print(f"conformance nightly plan: {args.shards} shards of {args.device}")
     print(format_plan(plan))
