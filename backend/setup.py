@@ -1,4 +1,4 @@
-"""Builds the native core of torch_emu (two C++ files) against the installed torch.
+"""Builds the native core of torch_emu (three C++ files) against the installed torch.
 
 Install with ``pip install --no-build-isolation ./backend``; see README.md.
 """
@@ -9,11 +9,17 @@ import os
 import shlex
 import shutil
 import sys
+from pathlib import Path
 
 from setuptools import setup
 
-# The core, and autocast apart: its header brings in all of ATen's operator headers.
-SOURCES = ["torch_emu/csrc/emu_core.cpp", "torch_emu/csrc/emu_autocast.cpp"]
+# The core; autocast apart (its header brings in all of ATen's operator headers); the
+# profiler's device events apart (they build against Kineto's headers).
+SOURCES = [
+    "torch_emu/csrc/emu_core.cpp",
+    "torch_emu/csrc/emu_autocast.cpp",
+    "torch_emu/csrc/emu_profiler.cpp",
+]
 
 
 def find_cxx() -> str:
@@ -40,7 +46,7 @@ def find_cxx() -> str:
 def main() -> None:
     find_cxx()
     try:
-        from torch.utils.cpp_extension import BuildExtension, CppExtension
+        from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths
     except ImportError:
         sys.exit(
             "torch_emu: torch must be installed before building, and the build must see it: "
@@ -51,6 +57,11 @@ def main() -> None:
         SOURCES,
         # -g0: debug info roughly doubles compile time and the wheel's size.
         extra_compile_args=["-O2", "-g0"],
+        # Kineto's headers, which torch ships, for the PrivateUse1 profiler registry.
+        include_dirs=[
+            str(p / "kineto") for p in map(Path, include_paths()) if (p / "kineto").is_dir()
+        ],
+        define_macros=[("USE_KINETO", None)],
         py_limited_api=True,
     )
     setup(

@@ -76,12 +76,20 @@ def _register_autocast() -> None:
         torch.ops.emu.register_autocast()
 
 
+def _register_profiler() -> None:
+    """emu's kernels and copies as device events in torch.profiler (csrc/emu_profiler.cpp),
+    unless the ``no_profiler`` plant leaves emu without them."""
+    if not _plants.is_active("no_profiler"):
+        torch.ops.emu.register_profiler()
+
+
 _autocast_library = torch.library.Library("_", "IMPL")
 
 
 _register_backend()
 _plants.activate(_settings.plants)  # before the lowerings, which ask for the plants' hooks
 _register_autocast()
+_register_profiler()
 register_all()
 _distributed.register()
 _unsupported.install()

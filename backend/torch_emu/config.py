@@ -28,6 +28,8 @@ PLANTS = {
     "before embedding's own argument checks",
     "no_autocast": "emu registers no autocast kernels: under torch.autocast('emu') every op "
     "runs in its inputs' dtypes",
+    "no_profiler": "emu reports no device events to torch.profiler: its kernels and copies "
+    "have no device time",
     "wrong_reduction": "torch.distributed all_reduce with ReduceOp.SUM on emu tensors computes "
     "MAX (emu's kernel for c10d::allreduce_ asks its backend for the wrong reduction)",
 }

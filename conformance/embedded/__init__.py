@@ -87,6 +87,13 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "test_autocast_ignored_types",
         "test_autocast_backward",
     ),
+    "test_profiler.py": (
+        "test_profiler_device_events",
+        "test_profiler_input_shapes",
+        "test_profiler_with_stack",
+        "test_profiler_chrome_trace",
+        "test_profiler_memory",
+    ),
     "test_optim.py": (
         "test_step_matches_cpu",
         "test_foreach_matches_forloop",

@@ -395,6 +395,17 @@ _DTYPES: dict[str, dict[str, tuple[OpDTypes, tuple[torch.dtype, ...] | None]]] =
         }
         for name in COLLECTIVE_TEMPLATES
     },
+    # The profiler's workloads are fixed programs in float32: no dtype parameter.
+    **{
+        name: {s: (OpDTypes.none, None) for s in SELECTIONS}
+        for name in (
+            "test_profiler_device_events",
+            "test_profiler_input_shapes",
+            "test_profiler_with_stack",
+            "test_profiler_chrome_trace",
+            "test_profiler_memory",
+        )
+    },
     "test_barrier": {s: (OpDTypes.none, None) for s in SELECTIONS},
     "test_default_backend": {s: (OpDTypes.none, None) for s in SELECTIONS},
     "test_ddp": {

@@ -15,6 +15,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/record_function.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
@@ -33,6 +34,8 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
+
+#include "emu_profiler.h"
 
 #include <atomic>
 #include <chrono>
@@ -128,10 +131,25 @@ void record_free(c10::DeviceIndex d, size_t n) {
   s.num_device_free += 1;
 }
 
+// torch.profiler(profile_memory=True) sees every allocation and free on its device,
+// with the device's totals after it.
+void report_to_profiler(void* data, int64_t delta, c10::DeviceIndex d) {
+  if (!c10::memoryProfilingEnabled()) return;
+  int64_t allocated = 0;
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex);
+    constexpr auto agg = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    allocated = counters[d].stats.allocated_bytes[agg].current;
+  }
+  c10::reportMemoryUsageToProfiler(data, delta, static_cast<size_t>(allocated),
+                                   static_cast<size_t>(allocated), c10::Device(kEmu, d));
+}
+
 void emu_delete(void* data) {
   auto* base = static_cast<char*>(data) - kHeader;
   auto* header = reinterpret_cast<BlockHeader*>(base);
   record_free(header->device, header->nbytes);
+  report_to_profiler(data, -static_cast<int64_t>(header->nbytes), header->device);
   std::free(base);
 }
 
@@ -148,6 +166,7 @@ struct EmuAllocator final : c10::DeviceAllocator {
     header->device = device;
     record_alloc(device, nbytes);
     void* data = static_cast<char*>(base) + kHeader;
+    report_to_profiler(data, static_cast<int64_t>(nbytes), device);
     return {data, data, &emu_delete, c10::Device(kEmu, device)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &emu_delete; }
@@ -570,8 +589,15 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
   // One side may be on the CPU; the CPU copy kernel handles dtype casts,
   // broadcasting and strides on the aliases.
   if (self.numel() == 0 && dst.numel() == 0) return dst;
+  const bool from_emu = self.device().type() == kEmu;
+  const bool to_emu = dst.device().type() == kEmu;
+  profiler::KernelTimer timer(
+      profiler::EventKind::memcpy,
+      from_emu ? (to_emu ? "Memcpy DtoD (emu)" : "Memcpy DtoH (emu)") : "Memcpy HtoD (emu)",
+      (to_emu ? dst : self).device().index());
   AliasStorages shared;
   at::Tensor target = cpu_alias(dst, /*written=*/true, &shared);
+  at::DisableRecordFunctionGuard device_internals;
   target.copy_(cpu_alias(self, /*written=*/false, &shared));
   return dst;
 }
@@ -645,7 +671,9 @@ bool writes_unannotated(const c10::Argument& arg) {
 
 class DerivedKernel final : public c10::OperatorKernel {
  public:
-  explicit DerivedKernel(const c10::FunctionSchema& schema) {
+  explicit DerivedKernel(const c10::FunctionSchema& schema)
+      : kernel_name_("emu_kernel:" + schema.operator_name().name.substr(6) +
+                     (schema.overload_name().empty() ? "" : "." + schema.overload_name())) {
     const auto& args = schema.arguments();
     for (size_t i = 0; i < args.size(); ++i) {
       const auto& info = args[i].alias_info();
@@ -743,6 +771,10 @@ class DerivedKernel final : public c10::OperatorKernel {
       // The CPU kernel computes for emu: the CPU's autocast (torch.autocast("cpu")) must
       // not cast emu's operands, and emu's own autocast ran before this kernel.
       c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+      // The CPU kernel is how emu computes, not an op the program called: the profiler
+      // sees the emu op with this kernel's time as its device time, and no CPU op inside.
+      at::DisableRecordFunctionGuard device_internals;
+      profiler::KernelTimer timer(profiler::EventKind::kernel, kernel_name_.c_str(), device);
       op.callBoxed(stack);
     }
 
@@ -793,6 +825,7 @@ class DerivedKernel final : public c10::OperatorKernel {
     }
   }
 
+  std::string kernel_name_;  // its device events' name in torch.profiler
   std::vector<int> written_;
   std::vector<bool> is_written_;  // per argument: the kernel writes it
   int generator_ = -1;
