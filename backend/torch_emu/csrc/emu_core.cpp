@@ -37,6 +37,7 @@
 
 #include "emu_profiler.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -704,6 +705,20 @@ class DerivedKernel final : public c10::OperatorKernel {
     // never as what the op writes (an out= on the CPU for emu inputs).
     bool host_tensor = false;
     AliasStorages shared;
+    // A tensor passed twice (cat's out= among its inputs, x.add_(x)) gets one alias, so
+    // that the CPU kernel's identity checks see what the caller passed; it is writable
+    // when any of its uses is written.
+    std::vector<std::pair<const c10::TensorImpl*, at::Tensor>> same;
+    std::vector<const c10::TensorImpl*> written_impls;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!is_written_[i]) continue;
+      if (args[i].isTensor()) written_impls.push_back(args[i].toTensor().unsafeGetTensorImpl());
+      if (args[i].isTensorList()) {
+        for (const at::Tensor& t : args[i].toTensorList()) {
+          written_impls.push_back(t.unsafeGetTensorImpl());
+        }
+      }
+    }
     auto alias_of = [&](const at::Tensor& t, bool host_ok, bool written) -> at::Tensor {
       if (!t.defined()) return t;
       if (t.device().type() != kEmu) {
@@ -717,7 +732,15 @@ class DerivedKernel final : public c10::OperatorKernel {
                     "Expected all tensors to be on the same device, but found at least two "
                     "devices, emu:", static_cast<int>(device), " and ", t.device(), "!");
       }
-      return cpu_alias(t, written, &shared);
+      const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+      for (const auto& [known, alias] : same) {
+        if (known == impl) return alias;
+      }
+      written = written ||
+                std::find(written_impls.begin(), written_impls.end(), impl) != written_impls.end();
+      at::Tensor alias = cpu_alias(t, written, &shared);
+      same.emplace_back(impl, alias);
+      return alias;
     };
     for (size_t i = 0; i < args.size(); ++i) {
       auto& v = args[i];
