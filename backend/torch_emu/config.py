@@ -30,6 +30,8 @@ PLANTS = {
     "runs in its inputs' dtypes",
     "no_profiler": "emu reports no device events to torch.profiler: its kernels and copies "
     "have no device time",
+    "rng_state_ignored": "torch.emu.set_rng_state accepts a saved state and leaves the "
+    "generator as it is",
     "wrong_reduction": "torch.distributed all_reduce with ReduceOp.SUM on emu tensors computes "
     "MAX (emu's kernel for c10d::allreduce_ asks its backend for the wrong reduction)",
 }

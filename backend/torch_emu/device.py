@@ -2,25 +2,33 @@
 
 Registered with ``torch._register_device_module("emu", ...)``; it mirrors the
 parts of ``torch.cuda`` that torch's generic code and device-generic tests
-call: device selection, synchronization, seeding, RNG state and memory
-statistics.  Execution on emu is synchronous, so ``synchronize`` only
-validates its argument.
+call: device selection, synchronization, streams and events, seeding, RNG
+state and memory statistics.  Execution on emu is synchronous, so
+``synchronize`` only validates its argument, every stream is idle and every
+event is complete once recorded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 
 from torch_emu import amp
+from torch_emu import plants as _plants
 
 __all__ = [
+    "Event",
+    "Stream",
     "amp",
     "current_device",
+    "current_stream",
+    "default_stream",
     "device",
     "device_count",
+    "empty_cache",
     "get_amp_supported_dtype",
     "get_rng_state",
     "get_rng_state_all",
@@ -30,14 +38,19 @@ __all__ = [
     "manual_seed",
     "manual_seed_all",
     "max_memory_allocated",
+    "max_memory_reserved",
     "memory_allocated",
+    "memory_reserved",
     "memory_stats",
+    "reset_max_memory_allocated",
     "reset_peak_memory_stats",
     "seed",
     "seed_all",
     "set_device",
     "set_rng_state",
     "set_rng_state_all",
+    "set_stream",
+    "stream",
     "synchronize",
 ]
 
@@ -181,6 +194,8 @@ def set_rng_state(new_state: torch.Tensor, device: Any = None) -> None:
         raise TypeError("set_rng_state: expected a torch.uint8 tensor from get_rng_state()")
     with torch._C.DisableTorchFunction():  # as _RuntimeOps: no mode sees the copy
         state = new_state.cpu()
+    if _plants.is_active("rng_state_ignored"):
+        return
     _ops.set_rng_state(_index(device), state)
 
 
@@ -229,3 +244,94 @@ def reset_peak_memory_stats(device: Any = None) -> None:
 def get_amp_supported_dtype() -> list[torch.dtype]:
     """Low-precision dtypes ``torch.autocast(device_type="emu")`` may use."""
     return [torch.float16, torch.bfloat16]
+
+
+# -- streams and events ---------------------------------------------------------------------
+
+
+class Stream(torch.Stream):
+    """A stream on an emu device (``torch.Stream`` with emu as its device type), as
+    ``torch.cuda.Stream`` is for CUDA: ``Stream()`` is a new stream on the current device,
+    ``Stream(device)`` one on ``device``. Work is ordered on emu whatever the stream, so
+    a stream is always idle (``query()`` is True) and waiting on one returns at once."""
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> Stream:
+        if kwargs:  # stream_id, device_index, device_type: an existing stream
+            return super().__new__(cls, **kwargs)
+        return super().__new__(cls, device=torch.device("emu", _index(device)), priority=priority)
+
+
+class Event(torch.Event):
+    """An event on emu (``torch.Event`` with emu as its device type), as
+    ``torch.cuda.Event`` is for CUDA. Complete as soon as recorded; with
+    ``enable_timing=True``, ``elapsed_time`` gives the host time between two records."""
+
+    def __new__(
+        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ) -> Event:
+        return super().__new__(
+            cls,
+            device=torch.device("emu", current_device()),
+            enable_timing=enable_timing,
+            blocking=blocking,
+            interprocess=interprocess,
+        )
+
+
+def _as_stream(stream: torch.Stream) -> Stream:
+    return Stream(
+        stream_id=stream.stream_id, device_index=stream.device_index, device_type=stream.device_type
+    )
+
+
+def current_stream(device: Any = None) -> Stream:
+    """The stream the current thread runs on for ``device`` (default: the current device)."""
+    return _as_stream(torch.accelerator.current_stream(_index(device)))
+
+
+def default_stream(device: Any = None) -> Stream:
+    """The default stream of ``device``: stream 0."""
+    current = torch.accelerator.current_stream(_index(device))
+    return Stream(stream_id=0, device_index=current.device_index, device_type=current.device_type)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    """Make ``stream`` the current stream of its device for this thread."""
+    if stream is not None:
+        torch.accelerator.set_stream(stream)
+
+
+@contextmanager
+def stream(stream: torch.Stream | None) -> Iterator[None]:
+    """Run the block on ``stream`` (None: leave the current stream), then restore."""
+    if stream is None:
+        yield
+        return
+    previous = torch.accelerator.current_stream(stream.device_index)
+    torch.accelerator.set_stream(stream)
+    try:
+        yield
+    finally:
+        torch.accelerator.set_stream(previous)
+
+
+# -- memory beyond the allocator's counters ---------------------------------------------------
+
+
+def memory_reserved(device: Any = None) -> int:
+    """Bytes held by the allocator: emu caches nothing, so what is allocated."""
+    return memory_allocated(device)
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    """Peak of :func:`memory_reserved`."""
+    return max_memory_allocated(device)
+
+
+def reset_max_memory_allocated(device: Any = None) -> None:
+    """Restart the peak of :func:`memory_allocated` (``reset_peak_memory_stats`` does more)."""
+    reset_peak_memory_stats(device)
+
+
+def empty_cache() -> None:
+    """Release cached memory: emu's allocator caches nothing, so there is none."""

@@ -94,6 +94,16 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "test_profiler_chrome_trace",
         "test_profiler_memory",
     ),
+    "test_runtime.py": (
+        "test_runtime_device_selection",
+        "test_runtime_synchronize",
+        "test_runtime_streams",
+        "test_runtime_events",
+        "test_runtime_memory",
+        "test_runtime_rng",
+        "test_runtime_serialization",
+        "test_runtime_pinned_memory",
+    ),
     "test_optim.py": (
         "test_step_matches_cpu",
         "test_foreach_matches_forloop",

@@ -395,7 +395,7 @@ _DTYPES: dict[str, dict[str, tuple[OpDTypes, tuple[torch.dtype, ...] | None]]] =
         }
         for name in COLLECTIVE_TEMPLATES
     },
-    # The profiler's workloads are fixed programs in float32: no dtype parameter.
+    # The profiler's workloads and the runtime's checks are fixed programs: no dtype parameter.
     **{
         name: {s: (OpDTypes.none, None) for s in SELECTIONS}
         for name in (
@@ -404,6 +404,14 @@ _DTYPES: dict[str, dict[str, tuple[OpDTypes, tuple[torch.dtype, ...] | None]]] =
             "test_profiler_with_stack",
             "test_profiler_chrome_trace",
             "test_profiler_memory",
+            "test_runtime_device_selection",
+            "test_runtime_synchronize",
+            "test_runtime_streams",
+            "test_runtime_events",
+            "test_runtime_memory",
+            "test_runtime_rng",
+            "test_runtime_serialization",
+            "test_runtime_pinned_memory",
         )
     },
     "test_barrier": {s: (OpDTypes.none, None) for s in SELECTIONS},

@@ -36,6 +36,7 @@ TARGETS = {
     "no_autocast": ("test_autocast.py", "test_autocast_lower_precision_fp_mm_"),
     "wrong_reduction": ("test_distributed.py", "test_all_reduce_reduce_op_sum_"),
     "no_profiler": ("test_profiler.py", "test_profiler_device_events_mm_"),
+    "rng_state_ignored": ("test_runtime.py", "test_runtime_rng_"),
 }
 
 #: The distributed templates that never reduce with all_reduce's SUM: wrong_reduction

@@ -310,6 +310,53 @@ const at::Generator& default_generator(c10::DeviceIndex index) {
   return generators[resolve_index(index)];
 }
 
+// ------------------------------------------------------------ pinned host --
+
+// Page-locked host memory stands in for what a real device would DMA from: emu
+// keeps a table of its blocks, so that is_pinned() is true for them (and for views
+// into them) and false for any other host memory, as on CUDA.
+std::mutex pinned_mutex;
+std::map<uintptr_t, size_t> pinned_blocks;  // start -> size
+
+void pinned_delete(void* data) {
+  {
+    std::lock_guard<std::mutex> lock(pinned_mutex);
+    pinned_blocks.erase(reinterpret_cast<uintptr_t>(data));
+  }
+  std::free(data);
+}
+
+struct PinnedAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    void* data = nullptr;
+    if (nbytes > 0 && (posix_memalign(&data, 64, nbytes) != 0 || data == nullptr)) {
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "emu: out of pinned host memory allocating ",
+                       nbytes, " bytes");
+    }
+    if (data == nullptr) return {nullptr, nullptr, &pinned_delete, c10::Device(c10::kCPU)};
+    {
+      std::lock_guard<std::mutex> lock(pinned_mutex);
+      pinned_blocks[reinterpret_cast<uintptr_t>(data)] = nbytes;
+    }
+    return {data, data, &pinned_delete, c10::Device(c10::kCPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &pinned_delete; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+};
+
+PinnedAllocator pinned_allocator;
+
+bool is_pinned(const void* ptr) {
+  const auto address = reinterpret_cast<uintptr_t>(ptr);
+  std::lock_guard<std::mutex> lock(pinned_mutex);
+  auto after = pinned_blocks.upper_bound(address);
+  if (after == pinned_blocks.begin()) return false;
+  const auto& [start, size] = *std::prev(after);
+  return address < start + std::max<size_t>(size, 1);
+}
+
 // ------------------------------------------------------------------ hooks --
 
 struct EmuHooks final : at::PrivateUse1HooksInterface {
@@ -336,8 +383,8 @@ struct EmuHooks final : at::PrivateUse1HooksInterface {
   // Views can point anywhere inside a block, so the pointer alone does not
   // name its device; the current device is the documented best effort.
   at::Device getDeviceFromPtr(void*) const override { return {kEmu, tls_current_device}; }
-  bool isPinnedPtr(const void*) const override { return false; }
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  bool isPinnedPtr(const void* ptr) const override { return is_pinned(ptr); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &pinned_allocator; }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     auto* impl = storage.unsafeGetStorageImpl();
     TORCH_CHECK(impl->resizable(), "emu: trying to resize storage that is not resizable");
