@@ -28,6 +28,8 @@ PLANTS = {
     "before embedding's own argument checks",
     "no_autocast": "emu registers no autocast kernels: under torch.autocast('emu') every op "
     "runs in its inputs' dtypes",
+    "dropped_rank": "torch.distributed all-gathers on emu tensors (all_gather, "
+    "all_gather_into_tensor and their coalesced forms) receive zeros from the group's last rank",
     "no_profiler": "emu reports no device events to torch.profiler: its kernels and copies "
     "have no device time",
     "rng_state_ignored": "torch.emu.set_rng_state accepts a saved state and leaves the "

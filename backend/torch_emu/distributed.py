@@ -24,7 +24,8 @@ division by the group size (floating and complex dtypes). Everything else is ref
 an error that names the dtype or the reduction: PREMUL_SUM (its factor does not reach a
 backend's kernel), MIN and MAX on uint64, reductions in complex32 and float8.
 
-The ``wrong_reduction`` plant makes ``all_reduce`` with SUM compute MAX.
+The ``wrong_reduction`` plant makes ``all_reduce`` with SUM compute MAX; the ``dropped_rank``
+plant makes the group's last rank contribute zeros to every all-gather.
 """
 
 from __future__ import annotations
@@ -323,11 +324,19 @@ def _broadcast_(tensors, process_group, root_rank, root_tensor, async_op=True, t
     return tensors, _complete(work, list(tensors)).boxed()
 
 
+def _dropped(inputs: list[torch.Tensor], process_group) -> list[torch.Tensor]:
+    """The ``dropped_rank`` plant: the group's last rank contributes zeros to all-gathers."""
+    if _plants.is_active("dropped_rank") and process_group.rank() == process_group.size() - 1:
+        return [torch.zeros_like(t) for t in inputs]
+    return inputs
+
+
 def _allgather_(output_tensors, input_tensors, process_group, async_op=True, timeout=-1):
     backend = _backend(process_group)
     opts = _timeout(_c10d.AllgatherOptions(), timeout, async_op)
     outputs = [_moved(inner, True) for inner in output_tensors]
-    work = backend.allgather(outputs, _moved(input_tensors, False), opts)
+    inputs = _dropped(_moved(input_tensors, False), process_group)
+    work = backend.allgather(outputs, inputs, opts)
     held = _flat(output_tensors) + list(input_tensors)
     return output_tensors, _complete(work, held).boxed()
 
@@ -336,6 +345,7 @@ def _allgather_base_(output_tensor, input_tensor, process_group, async_op=True, 
     backend = _backend(process_group)
     opts = _timeout(_c10d.AllgatherOptions(), timeout, async_op)
     (out,), (inp,) = _moved([output_tensor], True), _moved([input_tensor], False)
+    (inp,) = _dropped([inp], process_group)
     work = backend._allgather_base(out, inp, opts)
     return output_tensor, _complete(work, [output_tensor, input_tensor]).boxed()
 
@@ -354,6 +364,7 @@ def _allgather_into_tensor_coalesced_(outputs, inputs, process_group, async_op=T
     for output, input in zip(outputs, inputs, strict=True):
         opts = _timeout(_c10d.AllgatherOptions(), -1, async_op)
         (out,), (inp,) = _moved([output], True), _moved([input], False)
+        (inp,) = _dropped([inp], process_group)
         works.append(backend._allgather_base(out, inp, opts))
     return _complete(_all_of(works), list(outputs) + list(inputs)).boxed()
 

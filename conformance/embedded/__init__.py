@@ -114,5 +114,9 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "test_barrier",
         "test_default_backend",
         "test_ddp",
+        "test_fsdp2",
+        "test_tensor_parallel",
+        "test_dtensor_redistribute",
+        "test_pipeline",
     ),
 }

@@ -415,6 +415,16 @@ _DTYPES: dict[str, dict[str, tuple[OpDTypes, tuple[torch.dtype, ...] | None]]] =
         )
     },
     "test_barrier": {s: (OpDTypes.none, None) for s in SELECTIONS},
+    # FSDP2, tensor and pipeline parallelism train a float32 MLP: no dtype parameter.
+    **{
+        name: {s: (OpDTypes.none, None) for s in SELECTIONS}
+        for name in (
+            "test_fsdp2",
+            "test_tensor_parallel",
+            "test_dtensor_redistribute",
+            "test_pipeline",
+        )
+    },
     "test_default_backend": {s: (OpDTypes.none, None) for s in SELECTIONS},
     "test_ddp": {
         "smoke": (OpDTypes.supported, (_F32,)),

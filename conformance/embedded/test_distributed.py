@@ -441,6 +441,160 @@ class TestDistributed(RankTestCase):
         else:
             self.assertEqual(count, len(list(model.parameters())), msg=f"bucket sizes {sizes}")
 
+    # -- FSDP2, tensor and pipeline parallelism ---------------------------------------------
+
+    def _mesh(self):
+        from torch.distributed.device_mesh import init_device_mesh
+
+        return init_device_mesh(self.rank_device.type, (WORLD_SIZE,))
+
+    def _batches(self, steps: int):
+        generator = torch.Generator().manual_seed(SEED + 7)
+        return [
+            (torch.randn(8, 6, generator=generator), torch.randn(8, 3, generator=generator))
+            for _ in range(steps)
+        ]
+
+    @on_ranks(_eager)
+    def test_fsdp2(self, device):
+        """fully_shard per layer and at the root: three SGD steps, each rank with half of each
+        batch, equal to unsharded training on the CPU; the sharded state dict holds DTensors
+        whose full tensors are the reference's, and loads back."""
+        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.tensor import DTensor
+
+        reference = _mlp()
+        model = _mlp().to(self.rank_device)
+        # The mesh is named: fully_shard's default is the accelerator's, whatever the device.
+        mesh = self._mesh()
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        ref_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        half = slice(4 * self.rank, 4 * (self.rank + 1))
+        for step, (x, y) in enumerate(self._batches(3)):
+            ref_optimizer.zero_grad()
+            torch.nn.functional.mse_loss(reference(x), y).backward()
+            ref_optimizer.step()
+            optimizer.zero_grad()
+            out = model(x[half].to(self.rank_device))
+            torch.nn.functional.mse_loss(out, y[half].to(self.rank_device)).backward()
+            optimizer.step()
+            state = model.state_dict()
+            for name, expected in reference.state_dict().items():
+                self.assertIsInstance(state[name], DTensor, msg=name)
+                self.assertEqual(state[name].device.type, self.rank_device.type, msg=name)
+                self.assertEqual(
+                    state[name].full_tensor().cpu(), expected, msg=f"step {step}: {name}"
+                )
+        saved = {name: t.full_tensor().cpu() for name, t in model.state_dict().items()}
+        fresh = _mlp(seed_offset=1).to(self.rank_device)
+        for layer in fresh:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(fresh, mesh=mesh)
+        fresh.load_state_dict(model.state_dict())
+        for name, tensor in fresh.state_dict().items():
+            self.assertEqual(tensor.full_tensor().cpu(), saved[name], msg=f"reloaded {name}")
+
+    @on_ranks(_eager)
+    def test_tensor_parallel(self, device):
+        """parallelize_module with a column-wise then a row-wise plan on a two-layer MLP: the
+        output and the gradients equal the unsplit model's on the CPU."""
+        from torch.distributed.tensor.parallel import (
+            ColwiseParallel,
+            RowwiseParallel,
+            parallelize_module,
+        )
+
+        reference = _mlp()
+        model = _mlp().to(self.rank_device)
+        parallelize_module(model, self._mesh(), {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        for x, y in self._batches(2):
+            reference.zero_grad()
+            model.zero_grad()
+            expected = reference(x)
+            torch.nn.functional.mse_loss(expected, y).backward()
+            out = model(x.to(self.rank_device))
+            self.assertEqual(out.cpu(), expected, msg="output")
+            torch.nn.functional.mse_loss(out, y.to(self.rank_device)).backward()
+            for name, param in model.named_parameters():
+                expected_grad = dict(reference.named_parameters())[name].grad
+                self.assertEqual(param.grad.full_tensor().cpu(), expected_grad, msg=name)
+
+    @on_ranks(_eager)
+    def test_dtensor_redistribute(self, device):
+        """A DTensor moves between Shard(0), Shard(1) and Replicate placements with each
+        rank holding its slice, and Partial sums reduce to the sum."""
+        from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+
+        mesh = self._mesh()
+        full = torch.arange(24.0).reshape(4, 6)
+        rows, cols = full.shape[0] // WORLD_SIZE, full.shape[1] // WORLD_SIZE
+        sharded = distribute_tensor(full.to(self.rank_device), mesh, [Shard(0)])
+        self.assertEqual(sharded.to_local().cpu(), full[self.rank * rows : (self.rank + 1) * rows])
+        replicated = sharded.redistribute(mesh, [Replicate()])
+        self.assertEqual(replicated.to_local().cpu(), full)
+        by_column = replicated.redistribute(mesh, [Shard(1)])
+        self.assertEqual(
+            by_column.to_local().cpu(), full[:, self.rank * cols : (self.rank + 1) * cols]
+        )
+        self.assertEqual(
+            by_column.redistribute(mesh, [Shard(0)]).to_local().cpu(), sharded.to_local().cpu()
+        )
+        mine = torch.full((2, 3), float(self.rank + 1), device=self.rank_device)
+        partial = DTensor.from_local(mine, mesh, [Partial()])
+        total = sum(range(1, WORLD_SIZE + 1))
+        self.assertEqual(
+            partial.redistribute(mesh, [Replicate()]).to_local().cpu(),
+            torch.full((2, 3), float(total)),
+        )
+
+    @on_ranks(_eager)
+    @parametrize("schedule", ("gpipe", "1f1b"))
+    def test_pipeline(self, device, schedule):
+        """torch.distributed.pipelining with the MLP split in two stages (one per rank) and
+        four micro-batches: the last stage's output and loss, and every stage's gradients,
+        equal the unsplit model's on the CPU (gradients averaged over the micro-batches)."""
+        from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+        reference = _mlp()
+        stages = (_mlp()[:2], _mlp()[2:])
+        stage = PipelineStage(
+            stages[self.rank].to(self.rank_device), self.rank, WORLD_SIZE, self.rank_device
+        )
+        schedule_class = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule]
+        loss_fn = torch.nn.functional.mse_loss
+        runner = schedule_class(stage, n_microbatches=4, loss_fn=loss_fn)
+        ((x, y),) = self._batches(1)
+        expected = reference(x)
+        # Each micro-batch's loss is back-propagated alone, and the schedule scales the
+        # gradients by 1 / micro-batches (scale_grads, its default).
+        for part_x, part_y in zip(x.chunk(4), y.chunk(4), strict=True):
+            (loss_fn(reference(part_x), part_y) / 4).backward()
+        if self.rank == 0:
+            runner.step(x.to(self.rank_device))
+        else:
+            losses: list[torch.Tensor] = []
+            out = runner.step(target=y.to(self.rank_device), losses=losses)
+            self.assertEqual(out.cpu(), expected, msg="output")
+            expected_losses = [
+                loss_fn(reference(a), b) for a, b in zip(x.chunk(4), y.chunk(4), strict=True)
+            ]
+            self.assertEqual([loss.cpu() for loss in losses], expected_losses, msg="losses")
+        for name, param in stage.submod.named_parameters():  # a slice keeps its layers' names
+            index, _, leaf = name.partition(".")
+            expected_grad = getattr(reference[int(index)], leaf).grad
+            self.assertEqual(param.grad.cpu(), expected_grad, msg=name)
+
+
+def _mlp(seed_offset: int = 0) -> torch.nn.Sequential:
+    """The small MLP the parallelism templates train: the same parameters on every rank."""
+    torch.manual_seed(SEED + seed_offset)
+    return torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+
 
 instantiate_device_type_tests(TestDistributed, globals())
 

@@ -37,6 +37,7 @@ TARGETS = {
     "wrong_reduction": ("test_distributed.py", "test_all_reduce_reduce_op_sum_"),
     "no_profiler": ("test_profiler.py", "test_profiler_device_events_mm_"),
     "rng_state_ignored": ("test_runtime.py", "test_runtime_rng_"),
+    "dropped_rank": ("test_distributed.py", "test_fsdp2_"),
 }
 
 #: The distributed templates that never reduce with all_reduce's SUM: wrong_reduction
