@@ -267,6 +267,59 @@ def _ended(message: str) -> tuple[str, str] | None:
     return "crash", name
 
 
+# A multi-rank test's failure (conformance.embedded._multiprocess): its first line names the
+# c10d backend; the collective is the torch.distributed function a rank's traceback ends in,
+# or the one a result check names.
+_RANKS = re.compile(r"(?:^|: )\d+ ranks on (?P<backend>[^,\n]+), [\d.]+ s:", re.M)
+_COLLECTIVES = (
+    "all_reduce",
+    "all_gather_into_tensor",
+    "all_gather",
+    "reduce_scatter_tensor",
+    "reduce_scatter",
+    "all_to_all_single",
+    "all_to_all",
+    "broadcast",
+    "reduce",
+    "gather",
+    "scatter",
+    "barrier",
+    "send",
+    "recv",
+    "isend",
+    "irecv",
+)
+_C10D_FRAME = re.compile(r'distributed_c10d\.py", line \d+, in (?P<fn>\w+)')
+_CHECKED = re.compile(r"^(?P<fn>" + "|".join(_COLLECTIVES) + r")\b", re.M)
+
+
+def _collective(message: str) -> str | None:
+    """The collective a multi-rank failure happened in, or checked, if it names one."""
+    frames = [m["fn"] for m in _C10D_FRAME.finditer(message) if m["fn"] in _COLLECTIVES]
+    if frames:
+        return frames[-1]
+    checked = _CHECKED.search(message)
+    return checked["fn"] if checked else None
+
+
+def _ranks(message: str) -> tuple[str, str] | None:
+    """A multi-rank test's failure: what the other rules say about the ranks' errors, with
+    the collective and the backend as the detail where the detail would name neither (a
+    wrong result, a hang, an unclassified error); a missing kernel keeps its op, a crash
+    its signal."""
+    header = _RANKS.search(message)
+    if header is None:
+        return None
+    category, detail = next(
+        (found for rule in _RULES if (found := rule(message))), ("other", _exception_name(message))
+    )
+    if category in ("numerical_mismatch", "timeout", "other", "wrong_error"):
+        where = _collective(message)
+        backend = header["backend"]
+        detail = f"{where} on {backend}" if where else f"{detail} on {backend}"
+    return category, detail
+
+
 # Most specific first: a kernel message names the op; a feature refusal wins over the
 # dtype it mentions; assertion wording comes last because it quotes other messages.
 _RULES: tuple[Callable[[str], tuple[str, str] | None], ...] = (
@@ -280,7 +333,7 @@ _RULES: tuple[Callable[[str], tuple[str, str] | None], ...] = (
 
 
 def _classify_message(message: str) -> tuple[str, str] | None:
-    for rule in _RULES:
+    for rule in (_ranks, *_RULES):
         found = rule(message)
         if found:
             return found

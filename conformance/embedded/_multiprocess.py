@@ -42,6 +42,7 @@ import ctypes
 import functools
 import importlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -191,6 +192,7 @@ def on_ranks(applies: Callable[..., str | None] | None = None, make_group: bool 
                 if reason:
                     raise unittest.SkipTest(reason)
             if self.rank == self.MAIN_PROCESS_RANK:
+                self.backend_name = _backend_name(device)
                 self.run_ranks()
                 return
             self.init_group(device, make_group)
@@ -199,6 +201,25 @@ def on_ranks(applies: Callable[..., str | None] | None = None, make_group: bool 
         return run
 
     return decorate
+
+
+_ERROR_LINE = re.compile(r"^\w[\w.]*(?:Error|Exception|Failure|Interrupt)\b.*")
+
+
+def _error_line(text: str) -> str:
+    """The line of a rank's traceback that says what went wrong (the last ``...Error: ...``
+    line; upstream appends repro notes after it), else its last line."""
+    lines = text.strip().splitlines()
+    errors = [line for line in lines if _ERROR_LINE.match(line.strip())]
+    return (errors[-1] if errors else lines[-1] if lines else "").strip()
+
+
+def _backend_name(device: str) -> str:
+    """The c10d backend the ranks' process group uses for ``device``."""
+    try:
+        return dist.get_default_backend_for_device(torch.device(device).type)
+    except (ValueError, RuntimeError):
+        return ""
 
 
 class RankTestCase(MultiProcessTestCase):
@@ -261,7 +282,8 @@ class RankTestCase(MultiProcessTestCase):
                 self._get_timedout_process_traceback()
                 self._kill_ranks()
                 raise RuntimeError(
-                    f"the ranks did not finish in {limit:g} s and were killed (still running: "
+                    f"{self._ranks_header(time.monotonic() - start)} the ranks did not finish "
+                    f"in {limit:g} s and were killed (still running: "
                     f"{', '.join(str(i) for i, c in enumerate(codes) if c is None)})\n"
                     f"timed out after {limit:g} s"
                 )
@@ -299,8 +321,7 @@ class RankTestCase(MultiProcessTestCase):
                     name = str(-code)
                 lines.append((0, f"rank {rank} crashed with signal {name}"))
             elif code not in (None, 0, _SKIP_CODE) and kind == "error":
-                last = text.strip().splitlines()[-1] if text.strip() else ""
-                lines.append((1, f"rank {rank} failed: {last}"))
+                lines.append((1, f"rank {rank} failed: {_error_line(text)}"))
                 details.append(f"rank {rank}:\n{text.rstrip()}")
             elif code not in (None, 0, _SKIP_CODE):
                 lines.append((2, f"rank {rank} exited with code {code}"))
@@ -313,9 +334,13 @@ class RankTestCase(MultiProcessTestCase):
             else:
                 lines.append((5, f"rank {rank} passed"))
         summary = "\n".join(line for _, line in sorted(lines, key=lambda item: item[0]))
-        raise AssertionError(
-            f"{len(codes)} ranks, {elapsed:.1f} s:\n{summary}\n\n" + "\n\n".join(details)
-        )
+        raise AssertionError(f"{self._ranks_header(elapsed)}\n{summary}\n\n" + "\n\n".join(details))
+
+    def _ranks_header(self, elapsed: float) -> str:
+        """The first line of a multi-rank failure, which classification reads: how many
+        ranks, on which c10d backend, for how long."""
+        backend = getattr(self, "backend_name", "") or "unknown backend"
+        return f"{self.world_size} ranks on {backend}, {elapsed:.1f} s:"
 
     # -- a rank -------------------------------------------------------------------------
 

@@ -480,3 +480,63 @@ def test_view_semantics_and_copy_on_write_are_aliasing(message: str, detail: str
         detail,
     )
     assert classify_failure(None, "E   " + message) == ("aliasing", detail)
+
+
+# -- multi-rank tests: the collective and the c10d backend ---------------------------------
+
+_RANK_TRACEBACK = (
+    'Traceback (most recent call last):\n  File "test_distributed.py", line 9, in test\n'
+    '  File "/site-packages/torch/distributed/c10d_logger.py", line 81, in wrapper\n'
+    '  File "/site-packages/torch/distributed/distributed_c10d.py", line 3012, in {fn}\n'
+    "{error}\n\nTo execute this test, run the following from the base repo dir:\n"
+)
+
+
+def _ranks_failure(*rank_texts: str, backend: str = "emuccl") -> AssertionError:
+    lines = [f"rank {r} failed: {t.strip().splitlines()[-1]}" for r, t in enumerate(rank_texts)]
+    details = [f"rank {r}:\n{t}" for r, t in enumerate(rank_texts)]
+    return AssertionError(
+        f"{len(rank_texts)} ranks on {backend}, 0.3 s:\n" + "\n".join(lines) + "\n\n"
+        "\n\n".join(details)
+    )
+
+
+def test_a_wrong_collective_result_names_the_collective_and_the_backend() -> None:
+    rank = (
+        "Traceback (most recent call last):\n"
+        "AssertionError: Tensor-likes are not equal!\n\nMismatched elements: 3 / 4\n\n"
+        "all_reduce(async_op=True)\n"
+    )
+    error = _ranks_failure(rank, rank)
+    assert classify_failure(error, "") == ("numerical_mismatch", "all_reduce on emuccl")
+
+
+def test_an_error_inside_a_collective_names_the_collective_it_was_raised_in() -> None:
+    rank = _RANK_TRACEBACK.format(
+        fn="reduce_scatter_tensor", error="RuntimeError: emuccl: the peer went away"
+    )
+    error = _ranks_failure(rank, rank, backend="gloo")
+    assert classify_failure(error, "") == ("other", "reduce_scatter_tensor on gloo")
+
+
+def test_a_missing_collective_kernel_stays_a_missing_lowering_of_its_op() -> None:
+    rank = _RANK_TRACEBACK.format(
+        fn="all_reduce",
+        error="NotImplementedError: Could not run 'c10d::allreduce_' with arguments from the "
+        "'PrivateUse1' backend.",
+    )
+    error = _ranks_failure(rank, rank)
+    assert classify_failure(error, "") == ("missing_lowering", "c10d::allreduce_")
+
+
+def test_ranks_that_hang_are_a_timeout_on_the_backend() -> None:
+    error = RuntimeError(
+        "2 ranks on emuccl, 120.1 s: the ranks did not finish in 120 s and were killed "
+        "(still running: 1)\ntimed out after 120 s"
+    )
+    assert classify_failure(error, "") == ("timeout", "120s on emuccl")
+
+
+def test_a_crashed_rank_keeps_its_signal() -> None:
+    error = AssertionError("2 ranks on emuccl, 0.4 s:\nrank 1 crashed with signal SIGSEGV\n")
+    assert classify_failure(error, "") == ("crash", "SIGSEGV")
