@@ -3,7 +3,8 @@
 A nightly CI matrix runs ``conformance run --shard k/N`` on N machines; each writes its
 own run folder. ``conformance merge`` checks that the folders are shards of the same
 selection (same backend, torch, suite, mode, shard count; each shard once) and writes one
-run holding every record, so reports, skiplist updates and triage see one run.
+run holding every record (and every per-op profile row, for shards run with ``--profile``),
+so reports, skiplist updates, triage and ``ops perf`` see one run.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from conformance.errors import ConfigError
 from conformance.model import ResultRecord, RunMeta
+from conformance.profile_store import merge_profiles
 from conformance.store import RunWriter, read_meta, read_records, resolve_run
 
 __all__ = ["merge_runs", "register"]
@@ -102,6 +104,7 @@ def merge_runs(
             record = ResultRecord.from_dict(data)
             record.run_id = merged.run_id
             writer.write(record)
+    merge_profiles(paths, out_dir)  # the shards' per-op profiles, where made with --profile
     complete = len(shards) == count and all(m.complete for m in metas)
     return writer.close(complete=complete, end_time=max(m.end_time for m in metas))
 

@@ -23,6 +23,7 @@ __all__ = [
     "FORMAT_VERSION",
     "MODES",
     "OUTCOMES",
+    "PROFILE_COLUMNS",
     "RECORD_COLUMNS",
     "RECORD_FORMAT",
     "SUITES",
@@ -65,7 +66,11 @@ __all__ = [
 #   6: run metadata gains ``baseline_for``: the runs (ids, comma-separated) whose tests that
 #      did not pass this run ran, as their on-demand baseline (``--baseline DEVICE``, or
 #      ``--baseline-for RUN``); "" for a run of its own selection. Records are unchanged.
-FORMAT_VERSION = 6
+#   7: a run made with ``--profile`` holds the profiler's per-op figures beside its outcomes:
+#      ``ops_profile.jsonl`` while it runs, ``ops_profile.parquet`` when it ends, one row per
+#      test, op and input signature (PROFILE_COLUMNS). Records and metadata are unchanged;
+#      runs of earlier versions have no profile.
+FORMAT_VERSION = 7
 #: The first version whose records read as they are; older runs' records are upgraded.
 RECORD_FORMAT = 2
 
@@ -234,6 +239,27 @@ class ResultRecord:
 
 RECORD_COLUMNS = tuple(f.name for f in dataclasses.fields(ResultRecord))
 _IDENTITY_FIELDS = tuple(f.name for f in dataclasses.fields(TestIdentity))
+
+#: The columns of a run's per-op profile (``--profile``) and their types: one row per test,
+#: op and input signature. ``op`` is an ATen op (``aten::mm``) or a device kernel event;
+#: times are microseconds summed over the ``calls`` (``device_time_us`` 0 where the device
+#: reports none); ``device_calls`` counts the calls with device time (a test's CPU reference
+#: calls of the same op have none); ``input_shapes`` and ``input_dtypes`` are the
+#: profiler's lists as text (``[[4, 5], [5, 4]]``, ``['float', 'float']``), empty for a
+#: kernel event.
+PROFILE_COLUMNS: dict[str, type] = {
+    "test_id": str,
+    "file": str,
+    "op": str,
+    "calls": int,
+    "device_calls": int,
+    "cpu_time_us": float,
+    "self_cpu_time_us": float,
+    "device_time_us": float,
+    "self_device_time_us": float,
+    "input_shapes": str,
+    "input_dtypes": str,
+}
 
 
 @dataclass

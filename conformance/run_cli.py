@@ -194,6 +194,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--trace-ops", action="store_true", help="record the ATen ops each test dispatches"
     )
     parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="run torch's profiler around each test's call and record per-op calls, CPU and "
+        "device times and input shapes in the run's ops_profile.parquet (see ops perf)",
+    )
+    parser.add_argument(
         "--retry-failures",
         type=retry_cap,
         default=DEFAULT_RETRY_CAP,
@@ -274,6 +280,14 @@ def run_command(args: argparse.Namespace) -> int:
             "op tracing runs under a dispatch mode, which torch.compile cannot compile "
             "through: trace an eager run",
             where="--trace-ops",
+        )
+    if args.profile and args.mode == "compile":
+        # Compiling runs ATen ops on fake tensors, once per op and worker, in whichever
+        # test compiles the op first: they would be counted as that test's ops.
+        raise ConfigError(
+            "compiling dispatches ATen ops on fake tensors in whichever test compiles an op "
+            "first, which would be counted as that test's: profile an eager run",
+            where="--profile",
         )
     runs_root = Path(args.runs_root).resolve()
     if args.shard_durations:
@@ -697,7 +711,8 @@ def _run_pytest(
 ) -> int | None:
     """Run pytest; None when it ran the tests, else the exit code the command should return.
     ``only`` lists the test_ids to run (a retry, a baseline on demand): those alone,
-    unsharded (they are the shard's already); ``trace`` False leaves out op tracing."""
+    unsharded (they are the shard's already); ``trace`` False leaves out op tracing and
+    profiling (a retry: its records keep the first attempt's ops and profile)."""
     command = [sys.executable, "-m", "pytest", *map(str, selection.paths)]
     command += ["--resume", str(resume_dir)] if resume_dir else ["--run-dir", str(run_dir)]
     command += ["-n", workers, "--max-worker-restart", str(MAX_WORKER_RESTARTS)]
@@ -711,6 +726,8 @@ def _run_pytest(
             command += ["--expected-count", str(args.expected_count)]
     if args.trace_ops and trace:
         command.append("--trace-ops")
+    if args.profile and trace:
+        command.append("--profile")
     listed = getattr(args, "only_test_ids_file", None)
     if only is not None:
         command += ["--only-test-ids", str(only)]

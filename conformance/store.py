@@ -5,6 +5,8 @@ Layout under a runs root::
     <root>/<run_id>/meta.json          RunMeta; ``complete`` turns true when the run ends
     <root>/<run_id>/outcomes.jsonl     one ResultRecord per line, appended and flushed per test
     <root>/<run_id>/outcomes.parquet   the same records, consolidated when the run ends
+    <root>/<run_id>/ops_profile.*      per-op profile of a run made with --profile
+                                       (conformance.profile_store)
     <root>/latest                      symlink (or, where links fail, a file) naming the last run
 
 The JSON lines file is the log of record: a run that is killed keeps every line that was
@@ -43,6 +45,7 @@ __all__ = [
     "META_NAME",
     "PARQUET_NAME",
     "RunWriter",
+    "amending_runs",
     "list_runs",
     "new_run_id",
     "point_latest",
@@ -346,6 +349,14 @@ def read_as_amended(
     meta = read_meta(run_dir)
     if not meta.amends:
         return read_run(run_dir, columns)
+    base_dir, reruns = amending_runs(run_dir, meta)
+    _, frame = read_amended(base_dir, reruns, columns)
+    return meta, frame
+
+
+def amending_runs(run_dir: Path, meta: RunMeta) -> tuple[Path, list[Path]]:
+    """For a rerun (``meta.amends`` set): its base run's folder, looked up beside it, and
+    every rerun of that base up to and including this one, by start time."""
     root = run_dir.parent
     base_dir = root / meta.amends
     if not (base_dir / META_NAME).is_file():
@@ -358,8 +369,7 @@ def read_as_amended(
         for other in list_runs(root)
         if other.amends == meta.amends and (other.start_time, other.run_id) <= mine
     ]
-    _, frame = read_amended(base_dir, reruns, columns)
-    return meta, frame
+    return base_dir, reruns
 
 
 def list_runs(root: str | os.PathLike[str]) -> list[RunMeta]:

@@ -7,6 +7,7 @@
     conformance ops snapshot --device emu --out FILE     (static only: a release snapshot)
     conformance ops triage RUN [--top N] [--tests K] [--grid] [--json]
     conformance ops diff A B [--limit N] [--json]
+    conformance ops perf RUN [--compare RUN] [--top N] [--by op|op-shape] [--json]
 
 ``RUN`` is a run folder, a run id under ``--runs-root`` or ``latest``; ``A``/``B`` may also
 be snapshot files (then tests are not compared).
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ __all__ = ["register"]
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``ops`` and its subcommands to the ``conformance`` command line."""
     ops = subparsers.add_parser(
-        "ops", help="operator coverage: static table, snapshot, triage, diff"
+        "ops", help="operator coverage: static table, snapshot, triage, diff, perf"
     )
     commands = ops.add_subparsers(dest="ops_command", metavar="OPS_COMMAND", required=True)
 
@@ -91,6 +93,45 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     dif.add_argument("--limit", type=_positive, default=20, help="rows per list (default 20)")
     dif.add_argument("--json", action="store_true")
     dif.set_defaults(handler=_diff)
+
+    perf = commands.add_parser(
+        "perf",
+        help="ops ranked by the time they take in a run made with --profile, or what got "
+        "slower against another run",
+        description="Rank the ops of a run made with `conformance run --profile` by total "
+        "time (device time when the run has any, else CPU time): calls, total, mean per "
+        "call, share of the time in ATen ops, and the tests that spend most in each. With "
+        "--compare, rank the ops in both runs by how much slower each call got in RUN. A "
+        "rerun stands for its base run amended by it.",
+    )
+    perf.add_argument("run", metavar="RUN")
+    perf.add_argument(
+        "--compare",
+        metavar="RUN",
+        help="the reference run: rank the ops by mean time per call in RUN over in this one",
+    )
+    perf.add_argument("--runs-root", default="runs")
+    perf.add_argument("--top", type=_positive, default=20, help="ops to show (default 20; 0: all)")
+    perf.add_argument(
+        "--by",
+        choices=("op", "op-shape"),
+        default="op",
+        help="one line per op, or per op and input signature (shapes and dtypes)",
+    )
+    perf.add_argument(
+        "--tests",
+        type=_positive,
+        default=3,
+        metavar="K",
+        help="tests listed under each op, those that spend most in it (default 3)",
+    )
+    perf.add_argument(
+        "--metric",
+        choices=("device", "cpu"),
+        help="the time to rank by (default: device time when the runs have it, else CPU time)",
+    )
+    perf.add_argument("--json", action="store_true", help="print the ranking as JSON")
+    perf.set_defaults(handler=_perf)
 
 
 def _positive(text: str) -> int:
@@ -236,4 +277,51 @@ def _diff(args: argparse.Namespace) -> int:
         print(json.dumps(dataclasses.asdict(diff), indent=1))
     else:
         print(format_diff(diff, args.limit))
+    return 0
+
+
+_NO_DEVICE_TIME = "the run has no device time (the device reports none to the profiler): CPU time"
+
+
+def _perf(args: argparse.Namespace) -> int:
+    from conformance.profile_store import read_profile_as_amended
+    from conformance.store import read_meta
+    from op_coverage.perf import compare_runs, rank_ops
+    from op_coverage.render import format_perf, format_perf_comparison
+
+    run_dir = _run_dir(args.run, args.runs_root)
+    meta = read_meta(run_dir)
+    frame = read_profile_as_amended(run_dir)
+    if args.compare is None:
+        ranking = rank_ops(frame, by=args.by, metric=args.metric, tests=args.tests)
+        if args.json:
+            shown = ranking.ops[: args.top] if args.top else ranking.ops
+            ops = [
+                {**dataclasses.asdict(t), "tests": [{"test_id": i, "us": us} for i, us in t.tests]}
+                for t in shown
+            ]
+            payload = {**dataclasses.asdict(ranking), "ops": ops}
+            print(json.dumps({"run_id": meta.run_id, "backend": meta.backend, **payload}, indent=1))
+        else:
+            title = f"run {meta.run_id} ({meta.backend})"
+            note = "" if args.metric or ranking.metric == "device" else _NO_DEVICE_TIME
+            print(format_perf(ranking, title, args.top, args.tests, note))
+        return 0
+    reference_dir = _run_dir(args.compare, args.runs_root)
+    reference_meta = read_meta(reference_dir)
+    comparison = compare_runs(
+        frame, read_profile_as_amended(reference_dir), by=args.by, metric=args.metric
+    )
+    if args.json:
+        payload = dataclasses.asdict(comparison)
+        for delta in payload["changes"]:
+            delta["ratio"] = None if math.isinf(delta["ratio"]) else delta["ratio"]
+        runs = {"run_id": meta.run_id, "reference_run_id": reference_meta.run_id}
+        print(json.dumps({**runs, **payload}, indent=1))
+    else:
+        title = (
+            f"run {meta.run_id} ({meta.backend}) against {reference_meta.run_id} "
+            f"({reference_meta.backend})"
+        )
+        print(format_perf_comparison(comparison, title, args.top))
     return 0

@@ -8,12 +8,15 @@ from typing import Any
 import pandas
 
 from op_coverage.diff import OpChange, SnapshotDiff
+from op_coverage.perf import PerfComparison, PerfRanking
 from op_coverage.static import StaticTable
 from op_coverage.triage import Triage
 
 __all__ = [
     "format_diff",
     "format_grid",
+    "format_perf",
+    "format_perf_comparison",
     "format_snapshot",
     "format_static",
     "format_table",
@@ -21,12 +24,16 @@ __all__ = [
 ]
 
 
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Left-aligned text columns; numbers right-aligned."""
+def format_table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[str] = ()
+) -> str:
+    """Left-aligned text columns; numbers, and the columns named in ``right`` (numbers
+    formatted as text), right-aligned."""
     cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     numeric = [
-        all(isinstance(row[i], (int, float)) for row in rows) and bool(rows)
+        headers[i] in right
+        or (all(isinstance(row[i], (int, float)) for row in rows) and bool(rows))
         for i in range(len(headers))
     ]
     lines = []
@@ -242,4 +249,99 @@ def format_diff(diff: SnapshotDiff, limit: int = 20) -> str:
     else:
         churn.append("tests: not compared (pass run folders, not snapshot files, to compare tests)")
     lines += churn or ["  none"]
+    return "\n".join(lines)
+
+
+_METRIC_NAMES = {"device": "device time", "cpu": "CPU time"}
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:,.3f}"
+
+
+def _signature(by: str, row: Any) -> tuple[str, ...]:
+    return (row.input_shapes, row.input_dtypes) if by == "op-shape" else ()
+
+
+def format_perf(ranking: PerfRanking, title: str, top: int, tests: int = 3, note: str = "") -> str:
+    """The ``top`` ops (0: all) with calls, total, mean per call and share; under each, its
+    ``tests`` heaviest tests; ``note`` said under the headline."""
+    metric = _METRIC_NAMES[ranking.metric]
+    shown = ranking.ops[:top] if top else ranking.ops
+    lines = [
+        f"{metric} by {'op and input signature' if ranking.by == 'op-shape' else 'op'} in "
+        f"{title}: {ranking.tests:,} tests profiled, {_ms(ranking.aten_us)} ms in ATen ops; "
+        f"{len(ranking.ops):,} ops (top {len(shown)} shown)"
+    ]
+    if note:
+        lines.append(f"note: {note}")
+    if not shown:
+        return "\n".join(lines)
+    signature = ("input shapes", "input dtypes") if ranking.by == "op-shape" else ()
+    rows = [
+        (
+            i,
+            t.op,
+            *_signature(ranking.by, t),
+            t.calls,
+            _ms(t.total_us),
+            f"{t.mean_us:,.1f}",
+            f"{t.share:.1%}",
+        )
+        for i, t in enumerate(shown, 1)
+    ]
+    headers = ("#", "op", *signature, "calls", "total ms", "mean us", "share")
+    lines += ["", format_table(headers, rows, right=headers[-4:])]
+    if tests:
+        lines += ["", "tests that spend most in each:"]
+        for i, t in enumerate(shown, 1):
+            lines.append(f"{i}. {t.op} {' '.join(_signature(ranking.by, t))}".rstrip())
+            lines += [f"    {_ms(us)} ms  {test_id}" for test_id, us in t.tests[:tests]]
+    return "\n".join(lines)
+
+
+def format_perf_comparison(comparison: PerfComparison, title: str, top: int) -> str:
+    """The ``top`` ops in both runs (0: all) by mean time per call, the largest slowdown
+    first, then the ops of one run only."""
+    changes = comparison.changes[:top] if top else comparison.changes
+    slower = sum(d.ratio > 1 for d in comparison.changes)
+    faster = sum(d.ratio < 1 for d in comparison.changes)
+    lines = [
+        f"{_METRIC_NAMES[comparison.metric]} per call, {title}: {len(comparison.changes):,} ops "
+        f"in both, {slower:,} slower and {faster:,} faster (top {len(changes)} shown)"
+    ]
+    if comparison.note:
+        lines.append(f"note: {comparison.note}")
+    signature = ("input shapes", "input dtypes") if comparison.by == "op-shape" else ()
+    rows = [
+        (
+            i,
+            d.op,
+            *_signature(comparison.by, d),
+            f"{d.reference_calls:,} -> {d.calls:,}",
+            f"{d.reference_mean_us:,.1f}",
+            f"{d.mean_us:,.1f}",
+            "inf" if d.ratio == float("inf") else f"{d.ratio:.2f}x",
+            f"{d.diff_us:+,.1f}",
+            f"{d.total_diff_us / 1000:+,.3f}",
+        )
+        for i, d in enumerate(changes, 1)
+    ]
+    headers = ("#", "op", *signature, "calls", "ref us", "run us", "ratio", "diff us", "total ms")
+    if rows:
+        lines += ["", format_table(headers, rows, right=headers[-6:])]
+    for label, ops in (
+        ("only in the run", comparison.only_run),
+        ("only in the reference", comparison.only_reference),
+    ):
+        if not ops:
+            continue
+        lines += ["", f"{label} ({len(ops)}):"]
+        for t in ops[:top] if top else ops:
+            extra = " ".join(_signature(comparison.by, t))
+            lines.append(
+                f"  {t.op}{' ' + extra if extra else ''}: {t.calls:,} calls, {_ms(t.total_us)} ms"
+            )
+        if top and len(ops) > top:
+            lines.append(f"  ... {len(ops) - top} more")
     return "\n".join(lines)

@@ -136,6 +136,7 @@ def test_a_file_pattern_that_matches_nothing_is_named(upstream):
         (("--device", "nosuchdev"), "unknown device 'nosuchdev'"),
         (("--skiplist", "/no/such.toml"), "--skiplist: no such file: /no/such.toml"),
         (("--mode", "compile", "--trace-ops"), "--trace-ops: op tracing runs under a dispatch"),
+        (("--mode", "compile", "--profile"), "--profile: compiling dispatches ATen ops on fake"),
     ],
 )
 def test_usage_errors_stop_before_any_run(upstream, tmp_path, argv, message):
