@@ -10,8 +10,8 @@ Command line::
                        [--history RUNS_ROOT] [--format html,json,md,junit,hud]
 
 ``RUN`` is a run folder, a run id under ``--runs-root`` or ``latest``. The output folder
-holds ``index.html`` (open it from disk), ``summary.json``, ``summary.md``, ``junit.xml``
-and ``hud.json``.
+holds ``index.html`` (open it from disk), ``features.html`` (the feature matrix:
+``reports.features``), ``summary.json``, ``summary.md``, ``junit.xml`` and ``hud.json``.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from conformance.model import RunMeta
 from conformance.store import read_meta
 from reports.compare import BaselineView, DiffView, build_baseline, build_diff
 from reports.entries import EntryRow, build_entries
+from reports.features import FeatureMatrix, build_features
 from reports.loading import OpCoverage, load_op_coverage, load_run
 from reports.modes import ModesView, build_modes
 from reports.tests_view import FailureGroup, build_failure_groups
@@ -71,6 +72,9 @@ class ReportModel:
     collection_errors: list[CollectionErrorRow] = field(default_factory=list)
     #: Tests that failed, then passed when retried in a fresh process.
     flaky: list[FlakyRow] = field(default_factory=list)
+    #: Per feature area and dtype family: supported, partial, unsupported or not run (with
+    #: the status in the run compared with, when there is one).
+    features: FeatureMatrix | None = None
 
 
 def model_from_frame(
@@ -105,6 +109,11 @@ def model_from_frame(
         trends=trends,
         collection_errors=build_collection_errors(frame),
         flaky=build_flaky(frame),
+        features=build_features(
+            frame,
+            before=before[1] if before else None,
+            before_run=before[0].run_id if before else "",
+        ),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import Counter
 
 __all__ = ["register"]
 
@@ -76,6 +77,7 @@ def run_report(args: argparse.Namespace) -> int:
     """Render the report; returns 0 (bad input raises ConfigError, exit code 2)."""
     from conformance.store import resolve_run
     from reports.build import build_model
+    from reports.features import STATUSES
     from reports.render import parse_formats, render_report
 
     formats = parse_formats(args.format)
@@ -104,6 +106,19 @@ def run_report(args: argparse.Namespace) -> int:
     for row in model.collection_errors:
         expected = f", expected by {row.skip_entry}" if row.skip_entry else ""
         print(f"  failed to collect ({row.outcome}{expected}): {row.test_id}: {row.headline}")
+    if model.features is not None:
+        statuses = Counter(row.status for row in model.features.rows)
+        print(
+            "  feature matrix: "
+            + ", ".join(f"{statuses[name]} {name}" for name in STATUSES)
+            + (
+                f"; {len(model.features.changes)} changed since {model.features.before_run}"
+                if model.features.before_run
+                else ""
+            )
+        )
+        for row in model.features.changes:
+            print(f"    {row.area.title}: {row.before} -> {row.status}")
     if model.diff is not None:
         for drop in model.diff.fewer_tests:
             print(f"  fewer tests than {model.diff.before.run_id}: {drop.describe()}")

@@ -9,8 +9,10 @@ of local files is blocked in browsers).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import jinja2
 from markupsafe import Markup
@@ -19,8 +21,9 @@ from conformance.model import CATEGORIES, OUTCOMES
 from reports import svg
 from reports.build import ReportModel
 from reports.counts import Counts, bucket_of, percent
+from reports.features import STATUSES, FeatureRow, rule_text
 from reports.loading import OP_STATUSES
-from reports.tests_view import grid_cell_html, rows_block, rows_html, search_records
+from reports.tests_view import escape, grid_cell_html, rows_block, rows_html, search_records
 from reports.viewmodel import PAGE_SIZE
 
 if TYPE_CHECKING:
@@ -39,6 +42,19 @@ DIFF_SHOWN = 100
 ENTRIES_SHOWN = 20
 #: Flaky tests listed with their attempts on the summary page.
 FLAKY_SHOWN = 50
+#: Tests that did not pass natively listed on a feature area's page before linking to all.
+FEATURE_SHOWN = 100
+#: Tests that did not pass natively listed per feature area at most (a large run with many
+#: failures would otherwise list most of its tests again for every area it is in).
+FEATURE_LISTED = 2000
+#: What each status of the feature matrix means, as its legend says.
+FEATURE_LEGEND = (
+    ("supported", "the area's tests pass natively on the device"),
+    ("partial", "some pass, some fail or are refused"),
+    ("unsupported", "none passes, or the backend refuses most of them"),
+    ("not run", "no test of the area ran here"),
+)
+assert tuple(name for name, _ in FEATURE_LEGEND) == STATUSES
 
 
 def _environment() -> jinja2.Environment:
@@ -55,7 +71,16 @@ def _environment() -> jinja2.Environment:
         outcomes=OUTCOMES,
         categories=CATEGORIES,
     )
+    env.filters["ticks"] = _ticks
     return env
+
+
+_TICKS = re.compile(r"`([^`]*)`")
+
+
+def _ticks(text: str) -> Markup:
+    """``text`` escaped, its Markdown code spans (rule descriptions use them) as <code>."""
+    return Markup(_TICKS.sub(r"<code>\1</code>", str(Markup.escape(text))))
 
 
 class _Writer:
@@ -77,6 +102,7 @@ class _Writer:
         m = self.model
         nav = [
             ("index.html", "Summary"),
+            ("features.html", "Features"),
             ("files.html", "Files"),
             ("categories.html", "Categories"),
             ("ops.html", "Operators"),
@@ -173,7 +199,10 @@ def write_html(model: ReportModel, out_dir: Path) -> list[Path]:
         flaky=model.flaky,
         flaky_shown=FLAKY_SHOWN,
         trend=model.trends.of_run(model.meta.run_id) if model.trends else None,
+        features=model.features,
+        feature_counts=_status_counts(model),
     )
+    _write_features(w, model)
     w.page(
         "entries.html.j2",
         "entries.html",
@@ -258,6 +287,83 @@ def write_html(model: ReportModel, out_dir: Path) -> list[Path]:
         )
     _copy_static(out_dir)
     return w.written
+
+
+def _status_counts(model: ReportModel) -> list[tuple[str, int]]:
+    """How many rows of the feature matrix have each status, in STATUSES order."""
+    rows = model.features.rows if model.features else []
+    return [(name, sum(row.status == name for row in rows)) for name in STATUSES]
+
+
+def _template_rows(row: FeatureRow, show_flaky: bool) -> Markup:
+    """The rows of an area's by-template table, formatted here (as count_cells would): a
+    large run's area has thousands of templates, and jinja2 macros cost ~0.5 ms a row."""
+
+    def cell(value: int, css: str = "") -> str:
+        return f'<td class="num{css}" data-value="{value}">{value:,}</td>'
+
+    lines = []
+    for file, cls, template, c in row.templates:
+        flaky = cell(c.n_flaky, " flaky") if show_flaky else ""
+        rate = c.n_passed / c.total if c.total else 0
+        lines.append(
+            f"<tr><td>{escape(file)}</td><td>{escape(cls)}</td>"
+            f'<td><a href="../search.html?q={quote(template)}">{escape(template or "(none)")}'
+            f"</a></td>{cell(c.total)}{cell(c.n_passed, ' passed')}{cell(c.n_failed, ' failed')}"
+            f"{cell(c.n_skipped, ' skipped')}{flaky}{cell(c.fallback)}"
+            f'<td class="num" data-value="{rate}">{c.pass_rate}</td></tr>'
+        )
+    return Markup("\n".join(lines))
+
+
+def _write_features(w: _Writer, model: ReportModel) -> None:
+    """The matrix page, and a page per area with the tests behind its cell: counts by
+    template, and the tests that did not pass natively (the first FEATURE_LISTED of them
+    listed, on pages of their own beyond FEATURE_SHOWN)."""
+    matrix = model.features
+    if matrix is None:
+        return
+    w.page(
+        "features.html.j2",
+        "features.html",
+        "Feature matrix",
+        matrix=matrix,
+        legend=FEATURE_LEGEND,
+        rule=rule_text(),
+    )
+    frame = model.frame
+    # Rows are formatted once for every test listed in some area.
+    wanted = sorted({i for row in matrix.rows for i in row.not_passed[:FEATURE_LISTED]})
+    rendered = dict(zip(wanted, rows_html(frame.iloc[wanted], root="../"), strict=True))
+    for row in matrix.rows:
+        listed = row.not_passed[:FEATURE_LISTED]
+        tests = [rendered[i] for i in listed]
+        w.page(
+            "feature.html.j2",
+            f"features/{row.key}.html",
+            f"{row.area.title}: {row.status}",
+            row=row,
+            template_rows=_template_rows(row, w.env.globals["show_flaky"]),
+            before_run=matrix.before_run,
+            shown=rows_block(tests[:FEATURE_SHOWN]),
+            limit=FEATURE_SHOWN,
+            listed=len(listed),
+        )
+        if len(tests) > FEATURE_SHOWN:
+            cut = (
+                f" Listed: the first {len(listed):,} of {len(row.not_passed):,}, in file order; "
+                "the counts by template on the area's page cover them all."
+                if len(listed) < len(row.not_passed)
+                else ""
+            )
+            w.paged(
+                f"features/{row.key}.tests",
+                f"{row.area.title}: tests that did not pass natively",
+                frame.iloc[listed],
+                rendered=tests,
+                intro=f"The tests of {row.area.title} that did not pass natively: "
+                f"{row.why()}.{cut}",
+            )
 
 
 def _other(rows: pandas.DataFrame) -> pandas.Series:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from reports.build import ReportModel
 from reports.compare import FileDrop
 from reports.counts import percent
+from reports.features import SUPPORTED_RATE, FeatureMatrix, rule_text
 from reports.messages import printable
 from reports.viewmodel import FlakyRow
 
@@ -61,7 +62,20 @@ __all__ = [
 #      here): ``on_demand``, ``needed`` (this run's tests that did not pass) and
 #      ``not_rerun`` (passing tests the baseline did not re-run; ``only_here`` then counts
 #      the tests that needed it and are not in it); ``warning`` is judged on ``needed``.
-JSON_FORMAT = 7
+#   8: ``features``, the feature matrix: ``rule`` (``supported_rate`` and the rule in words),
+#      ``compare_run`` (the run the changes are against, or null), ``areas`` (per feature area
+#      and dtype family: ``key``, ``title``, ``group`` (``feature`` or ``dtype``), ``status``
+#      (``supported``, ``partial``, ``unsupported`` or ``not run``), ``before`` (the status in
+#      the compare run, or null), ``native_pass_rate`` (of the judged tests, or null), the
+#      counts ``judged``, ``native``, ``fallback``, ``refused``, ``failing``,
+#      ``not_counted`` and ``not_applicable``, ``counts`` (every test of the area by outcome),
+#      ``refusals`` and ``failures`` (``category: detail`` -> tests), ``not_passed`` (the
+#      test_ids that did not pass natively, the first FEATURE_IDS_LIMIT),
+#      ``not_passed_total``, and ``tests`` (the membership rule in words)), and ``changes``
+#      (``key``, ``title``, ``before``, ``now``: the areas whose status changed).
+JSON_FORMAT = 8
+#: Test ids listed per feature area in the JSON summary (the ones that did not pass).
+FEATURE_IDS_LIMIT = 100
 # HUD record versions: 1 first; 2 ``test_results.flaky`` and ``flaky_tests`` (capped too).
 HUD_FORMAT = 2
 #: Test ids listed in the HUD record: its ingest caps a record at 2 MB.
@@ -174,6 +188,7 @@ def json_summary(model: ReportModel) -> dict[str, Any]:
         "diff": None,
         "modes": None,
         "trends": model.trends.to_dict() if model.trends else None,
+        "features": _features_json(model) if model.features else None,
     }
     if model.baseline:
         b = model.baseline
@@ -216,14 +231,97 @@ def json_summary(model: ReportModel) -> dict[str, Any]:
     return data
 
 
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+def _features_json(model: ReportModel) -> dict[str, Any]:
+    matrix = model.features
+    assert matrix is not None
+    test_ids = model.frame["test_id"].to_numpy()
+    return {
+        "rule": {"supported_rate": SUPPORTED_RATE, "text": rule_text()},
+        "compare_run": matrix.before_run or None,
+        "areas": [
+            {
+                "key": row.key,
+                "title": row.area.title,
+                "group": row.area.group,
+                "status": row.status,
+                "before": row.before,
+                "native_pass_rate": round(row.native / row.judged, 4) if row.judged else None,
+                "judged": row.judged,
+                "native": row.native,
+                "fallback": row.fallback,
+                "refused": row.refused,
+                "failing": row.failing,
+                "not_counted": row.not_counted,
+                "not_applicable": row.not_applicable,
+                "counts": row.counts.to_dict(),
+                "refusals": dict(row.refusals),
+                "failures": dict(row.failures),
+                "not_passed": [str(t) for t in test_ids[row.not_passed[:FEATURE_IDS_LIMIT]]],
+                "not_passed_total": len(row.not_passed),
+                "tests": row.area.describe(),
+            }
+            for row in matrix.rows
+        ],
+        "changes": [
+            {"key": row.key, "title": row.area.title, "before": row.before, "now": row.status}
+            for row in matrix.changes
+        ],
+    }
+
+
+def _features_markdown(matrix: FeatureMatrix) -> list[str]:
+    """The feature matrix as Markdown tables, features then dtype families."""
+    lines = ["", "### Feature matrix", ""]
+    if matrix.before_run:
+        changes = ", ".join(f"{r.area.title} {r.before} → {r.status}" for r in matrix.changes)
+        lines += [
+            f"Changes since `{_code(matrix.before_run)}`: {changes or 'none'}.",
+            "",
+        ]
+    for group, title in (("feature", "area"), ("dtype", "dtypes")):
+        lines += _table(
+            [
+                title,
+                "status",
+                *(["before"] if matrix.before_run else []),
+                "native pass",
+                "judged",
+                "refused",
+                "did not pass",
+                "most frequent reasons",
+            ],
+            [
+                [
+                    row.area.title,
+                    f"**{row.status}**" if row.changed else row.status,
+                    *([row.before or ""] if matrix.before_run else []),
+                    row.rate,
+                    row.judged,
+                    row.refused,
+                    row.failing + row.fallback,
+                    row.reasons(),
+                ]
+                for row in matrix.group(group)
+            ],
+            align="ll" + "l" * bool(matrix.before_run) + "rrrrl",
+        )
+        lines.append("")
+    lines.append(f"_{_line(rule_text())}_")
+    return lines
+
+
+def _table(header: list[str], rows: list[list[Any]], align: str = "") -> list[str]:
+    """A Markdown table; ``align`` has an ``l`` or ``r`` per column (default: the first
+    column left, the others right)."""
+
     def cell(value: Any) -> str:
         text = f"{value:,}" if isinstance(value, int) else str(value)
         return text.replace("|", "\\|").replace("\n", " ")
 
+    align = align or "l" + "r" * (len(header) - 1)
     lines = [
         "| " + " | ".join(header) + " |",
-        "|" + "|".join("---" if i == 0 else "--:" for i in range(len(header))) + "|",
+        "|" + "|".join("---" if a == "l" else "--:" for a in align) + "|",
     ]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return lines
@@ -294,6 +392,8 @@ def markdown_summary(model: ReportModel, *, top: int = 10) -> str:
             if getattr(t, name)
         ],
     )
+    if model.features:
+        lines += _features_markdown(model.features)
     if model.flaky:
         lines += ["", "### Flaky: failed, then passed on a retry in a fresh process", ""]
         lines += [

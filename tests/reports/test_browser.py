@@ -203,3 +203,36 @@ def test_an_entry_links_to_the_search_for_its_expected_failures(
         )
         == ["xfailed"] * 3
     )
+
+
+def test_feature_matrix_leads_to_the_tests_behind_a_cell(
+    report: Path, page: Page, dialogs: list[str]
+) -> None:
+    assert open_page(page, (report / "index.html").as_uri()) < OPEN_LIMIT_S
+    page.locator('nav a[href="features.html"]').first.click()
+    page.wait_for_url(path_ends_with("/features.html"))
+    changed = page.evaluate(
+        "[...document.querySelectorAll('#changes tbody tr')].map(r => r.innerText)"
+    )
+    assert changed == ["integers\tsupported\tunsupported"]
+    row = "document.getElementById('eager_ops').cells"
+    assert page.evaluate(f"[...{row}].slice(1, 5).map(c => c.textContent)") == [
+        "partial",
+        "partial",
+        "18.2%",
+        "11",
+    ]
+    page.locator("#eager_ops a").first.click()
+    page.wait_for_url(path_ends_with("/features/eager_ops.html"))
+    tests = "[...document.querySelectorAll('table.tests tbody tr')].map(r => r.cells[0].innerText)"
+    listed = page.evaluate(tests)
+    assert len(listed) == 9 and "test_torch.py::TestTorchDeviceType::test_hostile_script" in listed
+    # A listed test links to its row on its file page.
+    page.locator("table.tests a").filter(has_text="test_out_cumsum_float64").click()
+    page.wait_for_url(path_ends_with("/files/test_ops.py-0.html"))
+    fragment = urlparse(page.url).fragment
+    assert "test_out_cumsum_float64" in page.evaluate(
+        f"document.getElementById('{fragment}').innerText"
+    )
+    assert page.evaluate("typeof window.__hostile") == "undefined"
+    assert dialogs == []

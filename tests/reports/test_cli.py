@@ -32,6 +32,10 @@ def test_report_writes_every_format_and_prints_the_headline(
     assert code == 0
     printed = capsys.readouterr().out
     assert printed.startswith("run-b: 12 outcomes, 3 passed (25.0%), 6 failed, 3 skipped")
+    assert (
+        "  feature matrix: 0 supported, 2 partial, 4 unsupported, 16 not run; "
+        "1 changed since run-a\n    integers: supported -> unsupported\n" in printed
+    )
     for name in (
         "index.html",
         "summary.json",
@@ -42,6 +46,8 @@ def test_report_writes_every_format_and_prints_the_headline(
         "trends.html",
         "baseline-0.html",
         "static/style.css",
+        "features.html",
+        "features/eager_ops.html",
     ):
         assert (out / name).is_file(), name
 
