@@ -11,7 +11,7 @@ durations, as a nightly runs), which the ETA benchmark replays with the others' 
 
 Regenerate (after running the shards) with::
 
-    python bench/data/recorded.py RUN_DIR... [--replay RUN_DIR...] [--out bench/data]
+    python bench/data/recorded.py RUN_DIR... [--replay RUN_DIR...] [--out bench/data] [--append]
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ def _workers(command: list[str]) -> int:
     return 1
 
 
-def export(run_dirs: list[Path], out: Path, replays: list[Path] = ()) -> None:
+def export(run_dirs: list[Path], out: Path, replays: list[Path] = (), append: bool = False) -> None:
+    """Write the runs' durations; with ``append``, beside the runs already recorded (a run
+    recorded again under the same name replaces its earlier rows)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -61,6 +63,14 @@ def export(run_dirs: list[Path], out: Path, replays: list[Path] = ()) -> None:
 
     table: dict[str, list] = {"run": [], "seq": [], **{name: [] for name in COLUMNS}}
     runs = {}
+    if append and DURATIONS.exists():
+        names = {run_dir.name for run_dir in [*run_dirs, *replays]}
+        kept_rows, kept_runs = load()
+        runs = {name: run for name, run in kept_runs.items() if name not in names}
+        for row in kept_rows:
+            if row["run"] not in names:
+                for column in table:
+                    table[column].append(row[column])
     for run_dir in [*run_dirs, *replays]:
         meta = read_meta(run_dir)
         name = run_dir.name
@@ -108,8 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR")
     parser.add_argument("--replay", nargs="+", type=Path, default=[], metavar="RUN_DIR")
     parser.add_argument("--out", type=Path, default=HERE)
+    parser.add_argument(
+        "--append", action="store_true", help="keep the runs already recorded beside the new ones"
+    )
     args = parser.parse_args(argv)
-    export(args.runs, args.out, args.replay)
+    export(args.runs, args.out, args.replay, append=args.append)
     print(f"wrote {args.out / DURATIONS.name} and {args.out / RUNS.name}")
     return 0
 
