@@ -4,7 +4,9 @@ Nothing happens unless ``--device`` is given. Then, before any conftest or test 
 imported, the backend is loaded and PyTorch is told to instantiate only that device's test
 classes; ``pytest_configure`` registers the stateful parts: the :class:`TestRunAgent` where
 tests run, and the :class:`RunRecorder` in the process that owns the run (never in an xdist
-worker); with ``--profile``, the profiler's two halves the same way (:mod:`conformance.profile`).
+worker). Feature areas that add observers to a run (the profiler of ``--profile``,
+:mod:`conformance.profile`) are plugins of their own that join through the
+``pytest_conformance_configure`` hook (:mod:`conformance.hookspecs`).
 """
 
 from __future__ import annotations
@@ -131,13 +133,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="conformance_trace_ops",
         action="store_true",
         help="record the ATen operators each test dispatches",
-    )
-    group.addoption(
-        "--profile",
-        dest="conformance_profile",
-        action="store_true",
-        help="profile each test's call and record per-op times and input shapes in the "
-        "run's ops_profile.parquet",
     )
     group.addoption(
         "--shard", dest="conformance_shard", metavar="K/N", help="run only shard K of N (1-based)"
@@ -284,11 +279,6 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"--test-timeout: expected a positive number of seconds, got {timeout_s}"
         )
-    if option.conformance_profile and option.conformance_mode == "compile":
-        raise pytest.UsageError(
-            "--profile: compiling dispatches ATen ops on fake tensors in whichever test "
-            "compiles an op first, which would be counted as that test's: profile an eager run"
-        )
     skiplist = _load_skiplist(config, backend)
 
     workerinput = getattr(config, "workerinput", None)
@@ -323,20 +313,14 @@ def pytest_configure(config: pytest.Config) -> None:
         only_test_ids=_only_test_ids(option.conformance_only_test_ids),
     )
     config.pluginmanager.register(agent, "conformance-agent")
-    if option.conformance_profile:
-        _register_profiler(config, backend.name, run_dir, owns_run=recorder is not None)
-
-
-def _register_profiler(
-    config: pytest.Config, device_type: str, run_dir: Path, *, owns_run: bool
-) -> None:
-    """``--profile``: the profiler where tests run, its recorder where the run is owned."""
-    from conformance.profile import CallProfiler, ProfileRecorder
-
-    if owns_run:
-        config.pluginmanager.register(ProfileRecorder(run_dir), "conformance-profile-recorder")
-    if not _is_xdist_controller(config):
-        config.pluginmanager.register(CallProfiler(device_type), "conformance-profiler")
+    # Feature areas (the profiler, ...) join through the hook, not through imports here.
+    config.hook.pytest_conformance_configure(
+        config=config,
+        device_type=backend.name,
+        run_dir=Path(run_dir),
+        owns_run=recorder is not None,
+        runs_tests=not _is_xdist_controller(config),
+    )
 
 
 _MODULE_NAMES_KEY = pytest.StashKey[Any]()

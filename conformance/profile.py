@@ -1,6 +1,8 @@
 """Per-op device metrics (``--profile``): torch's profiler around each test's call phase.
 
-The conformance plugin registers two objects, and only when ``--profile`` is given:
+A pytest plugin of its own (entry point ``pytest11: conformance_profile``): it declares
+``--profile`` and, in a device run that asks for it, registers two objects through the
+runner's ``pytest_conformance_configure`` hook:
 
 :class:`CallProfiler`, where tests run (the pytest process, or each xdist worker), runs
 ``torch.profiler.profile`` around each test's call phase, with ``record_shapes``, on the CPU
@@ -67,6 +69,34 @@ _ROWS_KEY = pytest.StashKey[list[list[Any]]]()
 #: captured output. It reads its log level once, when the first profiler starts.
 _KINETO_LOG_LEVEL = "KINETO_LOG_LEVEL"
 _KINETO_SILENT = "6"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("conformance", "device conformance run").addoption(
+        "--profile",
+        dest="conformance_profile",
+        action="store_true",
+        help="profile each test's call and record per-op times and input shapes in the "
+        "run's ops_profile.parquet",
+    )
+
+
+@pytest.hookimpl(optionalhook=True)  # the runner declares it; without the runner, no run
+def pytest_conformance_configure(
+    config: pytest.Config, device_type: str, run_dir: Any, owns_run: bool, runs_tests: bool
+) -> None:
+    """``--profile``: the profiler where tests run, its recorder where the run is owned."""
+    if not config.option.conformance_profile:
+        return
+    if config.option.conformance_mode == "compile":
+        raise pytest.UsageError(
+            "--profile: compiling dispatches ATen ops on fake tensors in whichever test "
+            "compiles an op first, which would be counted as that test's: profile an eager run"
+        )
+    if owns_run:
+        config.pluginmanager.register(ProfileRecorder(run_dir), "conformance-profile-recorder")
+    if runs_tests:
+        config.pluginmanager.register(CallProfiler(device_type), "conformance-profiler")
 
 
 def device_activities(device_type: str) -> tuple[list[Any], Any]:

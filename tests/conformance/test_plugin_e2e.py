@@ -121,6 +121,11 @@ RECORD_HOOK = """
 def pytest_conformance_record(record, config):
     with open("seen.txt", "a") as seen:
         seen.write(record.nodeid + "\\n")
+
+
+def pytest_conformance_configure(config, device_type, run_dir, owns_run, runs_tests):
+    with open("configured.txt", "a") as configured:
+        configured.write(f"{device_type} {run_dir.name} {owns_run} {runs_tests}\\n")
 """
 
 
@@ -158,6 +163,8 @@ def test_a_serial_run_records_every_outcome_field_by_field(pytester: pytest.Pyte
     assert (pytester.path / "runs").exists() is False  # --run-dir wins over --runs-root
     # the record hook saw every record, in the order written
     assert (pytester.path / "seen.txt").read_text().split() == list(frame["nodeid"])
+    # a feature area's plugin is configured once, where tests run and the run is owned
+    assert (pytester.path / "configured.txt").read_text().split() == ["cpu", "run", "True", "True"]
 
 
 @pytest.mark.slow
