@@ -496,8 +496,9 @@ def _ranks_failure(*rank_texts: str, backend: str = "emuccl") -> AssertionError:
     lines = [f"rank {r} failed: {t.strip().splitlines()[-1]}" for r, t in enumerate(rank_texts)]
     details = [f"rank {r}:\n{t}" for r, t in enumerate(rank_texts)]
     return AssertionError(
-        f"{len(rank_texts)} ranks on {backend}, 0.3 s:\n" + "\n".join(lines) + "\n\n"
-        "\n\n".join(details)
+        f"{len(rank_texts)} ranks on {backend}, 0.3 s:\n"
+        + "\n".join(lines)
+        + "\n\n\n\n".join(details)
     )
 
 
