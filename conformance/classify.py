@@ -290,6 +290,8 @@ _COLLECTIVES = (
     "irecv",
 )
 _C10D_FRAME = re.compile(r'distributed_c10d\.py", line \d+, in (?P<fn>\w+)')
+# A rank's own error, as the failure's summary names it: "rank 1 failed: ValueError: ...".
+_RANK_FAILED = re.compile(r"^rank \d+ failed: (?P<name>[\w.]+(?:Error|Exception|Failure))", re.M)
 _CHECKED = re.compile(r"^(?P<fn>" + "|".join(_COLLECTIVES) + r")\b", re.M)
 
 
@@ -310,9 +312,9 @@ def _ranks(message: str) -> tuple[str, str] | None:
     header = _RANKS.search(message)
     if header is None:
         return None
-    category, detail = next(
-        (found for rule in _RULES if (found := rule(message))), ("other", _exception_name(message))
-    )
+    failed = _RANK_FAILED.search(message)
+    unclassified = ("other", failed["name"] if failed else _exception_name(message))
+    category, detail = _first(_RULES, message) or unclassified
     if category in ("numerical_mismatch", "timeout", "other", "wrong_error"):
         where = _collective(message)
         backend = header["backend"]
@@ -332,12 +334,18 @@ _RULES: tuple[Callable[[str], tuple[str, str] | None], ...] = (
 )
 
 
-def _classify_message(message: str) -> tuple[str, str] | None:
-    for rule in (_ranks, *_RULES):
+def _first(
+    rules: tuple[Callable[[str], tuple[str, str] | None], ...], message: str
+) -> tuple[str, str] | None:
+    for rule in rules:
         found = rule(message)
         if found:
             return found
     return None
+
+
+def _classify_message(message: str) -> tuple[str, str] | None:
+    return _first((_ranks, *_RULES), message)
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:

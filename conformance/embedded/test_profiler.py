@@ -34,30 +34,12 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 from torch.testing._internal.common_device_type import instantiate_device_type_tests
 from torch.testing._internal.common_utils import TestCase, parametrize, run_tests
 
 from conformance.embedded._samples import SEED, compiling
-
-#: The profiler's activity and event device type for each accelerator type torch knows.
-_ACCELERATORS = {
-    "cuda": (ProfilerActivity.CUDA, DeviceType.CUDA),
-    "xpu": (ProfilerActivity.XPU, DeviceType.XPU),
-    "mtia": (ProfilerActivity.MTIA, DeviceType.MTIA),
-    "hpu": (ProfilerActivity.HPU, DeviceType.HPU),
-}
-
-
-def device_activity(device_type: str) -> tuple[ProfilerActivity, DeviceType] | None:
-    """The profiler activity recording ``device_type``'s own events and the device type its
-    events carry, or None for the CPU (its ops are the CPU activity's)."""
-    if device_type == "cpu":
-        return None
-    if device_type == torch._C._get_privateuse1_backend_name():
-        return ProfilerActivity.PrivateUse1, DeviceType.PrivateUse1
-    return _ACCELERATORS.get(device_type)
+from conformance.profile import device_activities
 
 
 @dataclass(frozen=True)
@@ -104,6 +86,12 @@ WORKLOADS = (
 _workloads = parametrize("workload", WORKLOADS, name_fn=lambda w: w.name)
 
 
+def _kernel_type(device: str):
+    """The DeviceType of the device's own events (the profiler's mapping, which
+    ``--profile`` uses too), or None for the CPU, whose ops are the CPU activity's."""
+    return device_activities(torch.device(device).type)[1]
+
+
 def _python_frames(event) -> list[str]:
     """The Python frames an event was called from, innermost first: its recorded stack,
     or the Python function events above it (torch's Python tracer records those)."""
@@ -124,8 +112,7 @@ class TestProfiler(TestCase):
             self.skipTest("runs eager only: this template checks the profiler, not compiled code")
 
     def _activities(self, device: str) -> list[ProfilerActivity]:
-        accelerator = device_activity(torch.device(device).type)
-        return [ProfilerActivity.CPU] + ([accelerator[0]] if accelerator else [])
+        return device_activities(torch.device(device).type)[0]
 
     def _profile(self, device: str, workload: Workload, **options) -> profile:
         inputs = workload.inputs(device)
@@ -143,10 +130,9 @@ class TestProfiler(TestCase):
         prof = self._profile(device, workload)
         events = self._events(prof, workload.op)
         self.assertGreater(sum(e.cpu_time_total for e in events), 0)
-        accelerator = device_activity(torch.device(device).type)
-        if accelerator is None:
+        device_type = _kernel_type(device)
+        if device_type is None:
             return
-        _, device_type = accelerator
         on_device = [e for e in prof.events() if e.device_type == device_type]
         self.assertTrue(
             on_device,
@@ -204,14 +190,14 @@ class TestProfiler(TestCase):
             any(e.get("name") == workload.op for e in events),
             f"the exported trace holds no {workload.op} event",
         )
-        if device_activity(torch.device(device).type) is None:
+        if _kernel_type(device) is None:
             return
         device_events = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy")]
         self.assertTrue(device_events, "the exported trace holds no device event")
         self.assertTrue(all(e.get("dur", 0) > 0 for e in device_events))
 
     def test_profiler_memory(self, device):
-        accelerator = device_activity(torch.device(device).type)
+        accelerator = _kernel_type(device)
         nbytes = 256 * 256 * 4
         with profile(activities=self._activities(device), profile_memory=True) as prof:
             x = torch.empty(256, 256, device=device)

@@ -541,3 +541,9 @@ def test_ranks_that_hang_are_a_timeout_on_the_backend() -> None:
 def test_a_crashed_rank_keeps_its_signal() -> None:
     error = AssertionError("2 ranks on emuccl, 0.4 s:\nrank 1 crashed with signal SIGSEGV\n")
     assert classify_failure(error, "") == ("crash", "SIGSEGV")
+
+
+def test_an_unclassified_rank_error_is_named_by_the_ranks_error_not_the_summarys() -> None:
+    rank = "Traceback (most recent call last):\nValueError: the model diverged\n"
+    error = _ranks_failure(rank, rank)
+    assert classify_failure(error, "") == ("other", "ValueError on emuccl")

@@ -68,6 +68,8 @@ def test_each_rank_ending_is_the_tests_and_no_rank_outlives_the_run(pytester):
     failed = rows.loc[CLASS + "test_c_rank_fails"]
     assert failed.outcome == "failed"
     assert "rank 1 failed: AssertionError: rank one's own failure" in failed.message
+    assert failed.message.startswith("AssertionError: 2 ranks on gloo, ")
+    assert failed.detail.endswith(" on gloo")  # the collective, or the rank's error, on gloo
     disagree = rows.loc[CLASS + "test_d_ranks_disagree"]
     assert disagree.outcome == "failed"
     assert "rank 0 skipped: rank zero refuses" in disagree.message
