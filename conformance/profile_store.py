@@ -92,29 +92,31 @@ def read_profile(run_dir: str | os.PathLike[str]) -> pandas.DataFrame:
     """A run's profile rows, columns PROFILE_COLUMNS: from Parquet when consolidated, else
     from the JSON lines of a run going on or cut off. ConfigError naming the folder when
     the run holds none."""
-    run_dir = Path(run_dir)
+    frame = _read_table(Path(run_dir)).to_pandas()
+    for name, kind in PROFILE_COLUMNS.items():
+        if name not in frame.columns:
+            frame[name] = kind()
+    return frame[list(PROFILE_COLUMNS)]
+
+
+def _read_table(run_dir: Path) -> pyarrow.Table:
+    """A run's profile rows as Arrow (see :func:`read_profile`)."""
     parquet = run_dir / PROFILE_PARQUET_NAME
     if parquet.is_file():
         import pyarrow.parquet as pq
 
         try:
-            table = pq.read_table(parquet)
+            return pq.read_table(parquet)
         except Exception as exc:  # pyarrow raises several types for a damaged file
             raise ConformanceError(f"{parquet}: unreadable profile: {exc}") from None
-    elif (run_dir / PROFILE_JSONL_NAME).is_file():
-        table = _table_from_jsonl(run_dir / PROFILE_JSONL_NAME)
-    else:
-        if not (run_dir / META_NAME).is_file():
-            read_meta(run_dir)  # the error that says what the folder is not
-        raise ConfigError(
-            f"no per-op profile ({PROFILE_PARQUET_NAME}): run it with --profile",
-            where=str(run_dir),
-        )
-    frame = table.to_pandas()
-    for name, kind in PROFILE_COLUMNS.items():
-        if name not in frame.columns:
-            frame[name] = kind()
-    return frame[list(PROFILE_COLUMNS)]
+    if (run_dir / PROFILE_JSONL_NAME).is_file():
+        return _table_from_jsonl(run_dir / PROFILE_JSONL_NAME)
+    if not (run_dir / META_NAME).is_file():
+        read_meta(run_dir)  # the error that says what the folder is not
+    raise ConfigError(
+        f"no per-op profile ({PROFILE_PARQUET_NAME}): run it with --profile",
+        where=str(run_dir),
+    )
 
 
 def read_profile_as_amended(run_dir: str | os.PathLike[str]) -> pandas.DataFrame:
@@ -150,14 +152,18 @@ def read_profile_as_amended(run_dir: str | os.PathLike[str]) -> pandas.DataFrame
 
 def merge_profiles(run_dirs: Sequence[str | os.PathLike[str]], out_dir: str | Path) -> bool:
     """Write the rows of every run that holds a profile into ``out_dir`` (shards merged into
-    one run); False, writing nothing, when none does."""
+    one run), as Arrow tables concatenated into its Parquet file; False, writing nothing,
+    when none does."""
+    import pyarrow as pa
+
     profiled = [Path(path) for path in run_dirs if has_profile(path)]
     if not profiled:
         return False
-    writer = ProfileWriter(out_dir)
-    for path in profiled:
-        writer.write(read_profile(path).to_dict("records"))
-    writer.close()
+    schema = _arrow_schema()
+    tables = [_read_table(path).select(schema.names).cast(schema) for path in profiled]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_parquet(out / PROFILE_PARQUET_NAME, pa.concat_tables(tables))
     return True
 
 
