@@ -174,3 +174,41 @@ def test_writes_whose_inputs_overlap_their_output_are_refused_as_on_the_cpu():
     want = {name: _overlap_error("cpu", write) for name, write in writes.items()}
     assert got == want
     assert sum("unsupported operation" in error for error in got.values()) == 7
+
+
+def test_pinned_host_memory_is_pinned_and_other_host_memory_is_not():
+    host = torch.arange(64.0)
+    pinned = host.pin_memory()
+    assert pinned.is_pinned() and pinned[10:].is_pinned()
+    assert not host.is_pinned() and not torch.empty(8).is_pinned()
+    assert torch.empty(8, pin_memory=True).is_pinned()
+    assert torch.equal(pinned, host)
+    assert torch.equal(pinned.to("emu", non_blocking=True).cpu(), host)
+
+
+def test_the_device_module_has_streams_events_and_the_reserved_memory_api():
+    stream = torch.emu.Stream()
+    assert (
+        isinstance(stream, torch.Stream)
+        and stream.device_type == torch.emu.current_stream().device_type
+    )
+    default = torch.emu.default_stream()
+    assert default.stream_id == 0 and torch.emu.current_stream() == default
+    with torch.emu.stream(stream):
+        assert torch.emu.current_stream() == stream
+        assert torch.accelerator.current_stream() == stream
+    assert torch.emu.current_stream() == default
+    torch.emu.set_stream(stream)
+    try:
+        assert torch.emu.current_stream() == stream
+    finally:
+        torch.emu.set_stream(default)
+    event = torch.emu.Event(enable_timing=True)
+    event.record()
+    assert event.query() and event.device.type == "emu"
+    x = torch.empty(1024, device="emu")
+    assert torch.emu.memory_reserved() == torch.emu.memory_allocated() >= x.nbytes
+    assert torch.emu.max_memory_reserved() >= torch.emu.memory_reserved()
+    torch.emu.empty_cache()
+    torch.emu.reset_max_memory_allocated()
+    assert torch.emu.max_memory_allocated() == torch.emu.memory_allocated()
