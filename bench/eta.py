@@ -13,7 +13,14 @@ each method how long is left and compares with what was left:
   of its kind this run finished (a first run).
 
 Printed side by side, per run and as the median over runs: the absolute error as a share
-of the time truly left. Target: the recorded method's median error at 50% at most 25%.
+of the time truly left. Target: the recorded method's median error at 50% at most 25%,
+over the *steady* replays.
+
+A replay is steady when the machine ran it at one speed: cut into tenths of its wall time,
+the ratio of its tests' time to their recorded time stays within a factor of 2 from the
+fastest tenth to the slowest. A replay whose machine changed speed mid-run (another job
+started beside it: ratios from 1x to 10x within one run) is printed with its ratios, but
+no forecast from the past can know the future load, so it does not judge the ETA.
 
     python bench/eta.py [--runs NAME...]
 """
@@ -30,6 +37,9 @@ from conformance.eta import EtaModel
 
 TARGET = 0.25
 FRACTIONS = (0.25, 0.5, 0.75)
+#: A replay is steady when its tenths' speed ratios stay within this factor of each other.
+STEADY = 2.0
+TENTHS = 10
 
 
 def _recorded_data():
@@ -90,6 +100,27 @@ def replay(rows: list[dict], recorded: dict[str, float] | None) -> dict[str, lis
     return errors
 
 
+def speed_ratios(rows: list[dict], recorded: dict[str, float]) -> list[float]:
+    """Per tenth of the replay's wall time: its finished tests' time over the time recorded
+    for them (tenths with no recorded test are left out)."""
+    events = timeline(rows)
+    wall = events[-1][0]
+    now = [0.0] * TENTHS
+    then = [0.0] * TENTHS
+    for finish, row in events:
+        earlier = recorded.get(row["test_id"])
+        if earlier is None:
+            continue
+        tenth = min(TENTHS - 1, int(finish / wall * TENTHS)) if wall > 0 else 0
+        now[tenth] += float(row["duration_s"])
+        then[tenth] += earlier
+    return [n / t for n, t in zip(now, then, strict=True) if t > 0]
+
+
+def is_steady(ratios: list[float]) -> bool:
+    return bool(ratios) and max(ratios) <= STEADY * min(ratios)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -127,23 +158,43 @@ def main(argv: list[str] | None = None) -> int:
         + " of each run (recorded: durations the earlier runs recorded for its tests)"
     )
     results = {}
+    steady = []
     for name in names:
         results[name] = replay(grouped[name], earlier)
+        ratios = speed_ratios(grouped[name], earlier)
+        if is_steady(ratios):
+            steady.append(name)
         tests, wall = len(grouped[name]), runs.get(name, {}).get("wall_s", 0)
         cells = "; ".join(f"{m} " + "/".join(f"{e:.0%}" for e in results[name][m]) for m in methods)
-        print(f"  {name} ({tests:,} tests, {wall:.0f} s): {cells}")
-    medians = {
-        m: [statistics.median(results[n][m][i] for n in names) for i in range(len(FRACTIONS))]
-        for m in methods
-    }
+        speed = (
+            f"speed {min(ratios):.1f}x-{max(ratios):.1f}x its recording, "
+            + ("steady" if name in steady else "NOT steady: the machine's load changed")
+            if ratios
+            else "no recorded test"
+        )
+        print(f"  {name} ({tests:,} tests, {wall:.0f} s; {speed}): {cells}")
+
+    def medians(over: list[str]) -> dict[str, list[float]]:
+        return {
+            m: [statistics.median(results[n][m][i] for n in over) for i in range(len(FRACTIONS))]
+            for m in methods
+        }
+
+    def line(label: str, values: dict[str, list[float]]) -> str:
+        cells = "; ".join(f"{m} " + "/".join(f"{e:.0%}" for e in values[m]) for m in methods)
+        return f"  {label}: {cells}"
+
+    print(line(f"median of all {len(names)}", medians(names)))
+    if not steady:
+        print(f"  no steady replay (speed within {STEADY:.0f}x): the target is not judged")
+        return 1
+    judged = medians(steady)
+    print(line(f"median of the {len(steady)} steady", judged))
+    half = FRACTIONS.index(0.5)
+    at_half = judged["recorded"][half]
     print(
-        "  median: "
-        + "; ".join(f"{m} " + "/".join(f"{e:.0%}" for e in medians[m]) for m in methods)
-    )
-    at_half = medians["recorded"][FRACTIONS.index(0.5)]
-    print(
-        f"  at 50%: recorded {at_half:.0%} (target <= {TARGET:.0%}), "
-        f"mean rate {medians['mean rate'][FRACTIONS.index(0.5)]:.0%}"
+        f"  at 50%, steady replays: recorded {at_half:.0%} (target <= {TARGET:.0%}), "
+        f"mean rate {judged['mean rate'][half]:.0%}"
     )
     return 0 if at_half <= TARGET else 1
 
