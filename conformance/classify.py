@@ -267,10 +267,29 @@ def _ended(message: str) -> tuple[str, str] | None:
     return "crash", name
 
 
+# What torch 2.13 itself gets wrong on a PrivateUse1 device (conformance.model's
+# TORCH_LIMITATIONS): a spawned rank of a device-type test asks for device 'privateuse1';
+# code that calls torch.cuda for any device but the CPU, in a wheel without CUDA.
+_TORCH_LIMITS = (
+    (re.compile(r"Invalid device string: 'privateuse1'"), "device_type_in_ranks"),
+    (re.compile(r"Torch not compiled with CUDA enabled"), "cuda_call"),
+)
+
+
+def _torch_limitation(message: str) -> tuple[str, str] | None:
+    for pattern, detail in _TORCH_LIMITS:
+        if pattern.search(message):
+            return "torch_limitation", detail
+    return None
+
+
 # A multi-rank test's failure (conformance.embedded._multiprocess): its first line names the
 # c10d backend; the collective is the torch.distributed function a rank's traceback ends in,
-# or the one a result check names.
+# or the one a result check names. Upstream's MultiProcessTestCase says which rank failed
+# and quotes its traceback, whose last exception line is the rank's error.
 _RANKS = re.compile(r"(?:^|: )\d+ ranks on (?P<backend>[^,\n]+), [\d.]+ s:", re.M)
+_UPSTREAM_RANK = re.compile(r"Process \d+ exited with error code -?\d+ and exception:")
+_LAST_ERROR = re.compile(r"^(?P<name>[\w.]+(?:Error|Exception|Failure))(?::|$)", re.M)
 _COLLECTIVES = (
     "all_reduce",
     "all_gather_into_tensor",
@@ -311,7 +330,7 @@ def _ranks(message: str) -> tuple[str, str] | None:
     its signal."""
     header = _RANKS.search(message)
     if header is None:
-        return None
+        return _upstream_ranks(message)
     failed = _RANK_FAILED.search(message)
     unclassified = ("other", failed["name"] if failed else _exception_name(message))
     category, detail = _first(_RULES, message) or unclassified
@@ -322,10 +341,26 @@ def _ranks(message: str) -> tuple[str, str] | None:
     return category, detail
 
 
+def _upstream_ranks(message: str) -> tuple[str, str] | None:
+    """Upstream's multi-process failure: what the rules say about the rank's traceback, an
+    unclassified error named by the rank's own exception (not the parent's RuntimeError),
+    in the collective its traceback ends in."""
+    if not _UPSTREAM_RANK.search(message):
+        return None
+    found = _first(_RULES, message)
+    if found and found[0] not in ("numerical_mismatch", "timeout", "other", "wrong_error"):
+        return found
+    errors = [m["name"] for m in _LAST_ERROR.finditer(message)]
+    category, detail = found or ("other", errors[-1] if errors else "")
+    where = _collective(message)
+    return category, f"{where}: {detail}" if where else detail
+
+
 # Most specific first: a kernel message names the op; a feature refusal wins over the
 # dtype it mentions; assertion wording comes last because it quotes other messages.
 _RULES: tuple[Callable[[str], tuple[str, str] | None], ...] = (
     _ended,
+    _torch_limitation,
     _missing_kernel,
     _feature,
     _unsupported_dtype,
@@ -423,7 +458,8 @@ def classify_failure(exc: BaseException | None, text: str) -> tuple[str, str]:
     attribute that differs (``dtype``, ``shape``); aliasing with ``returns_view``,
     ``returns_copy`` or ``cow_materialized``; compile_error with ``graph_break``,
     ``backend_compiler`` or ``dynamo``; wrong_error with ``message`` or
-    ``not_raised``; crash with the signal when known; timeout with the limit when known;
+    ``not_raised``; torch_limitation with one of
+    :data:`~conformance.model.TORCH_LIMITATIONS`; crash with the signal when known; timeout with the limit when known;
     other with the exception type name.
     """
     if exc is not None:

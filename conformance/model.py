@@ -27,6 +27,7 @@ __all__ = [
     "RECORD_COLUMNS",
     "RECORD_FORMAT",
     "SUITES",
+    "TORCH_LIMITATIONS",
     "ResultRecord",
     "RunMeta",
     "TestIdentity",
@@ -148,6 +149,20 @@ FEATURES = (
     "attn_mask",
     "quantized",
     "complex",
+)
+
+#: Values of ``detail`` the classifier reads for the torch_limitation category: what in
+#: torch 2.13 keeps a test from passing on any PrivateUse1 device, told by the failure or
+#: skip itself. A skiplist cause entry may name one (entries that select tests give their
+#: own detail, such as ``newer_test``).
+TORCH_LIMITATIONS = (
+    # largeTensorTest has no memory check for a PrivateUse1 device and skips the test.
+    "largeTensorTest",
+    # PrivateUse1TestBase learns the device's name in setUpClass, which the spawned ranks of
+    # a multi-process test never run: they ask for device 'privateuse1'.
+    "device_type_in_ranks",
+    # Torch's (or the test's) code calls torch.cuda for any device that is not the CPU.
+    "cuda_call",
 )
 
 

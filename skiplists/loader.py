@@ -30,7 +30,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from conformance.model import CATEGORIES, FEATURES, MODES, SUITES, suite_of_file
+from conformance.model import (
+    CATEGORIES,
+    FEATURES,
+    MODES,
+    SUITES,
+    TORCH_LIMITATIONS,
+    suite_of_file,
+)
 from skiplists.entry import (
     FIELD_NAMES,
     SCOPE_FIELD,
@@ -302,10 +309,12 @@ def _cause(table: Mapping[str, Any], fail: Any, text: Any) -> tuple[str, str]:
         return cause, "missing_lowering"
     if cause in FEATURES:
         return cause, "unsupported_feature"
-    hint = _did_you_mean(cause, FEATURES)
+    if cause in TORCH_LIMITATIONS:
+        return cause, "torch_limitation"
+    hint = _did_you_mean(cause, (*FEATURES, *TORCH_LIMITATIONS))
     raise fail(
-        f"{cause!r} is neither an operator overload ('aten::cumsum.out') nor a feature{hint} "
-        f"({', '.join(FEATURES)})",
+        f"{cause!r} is neither an operator overload ('aten::cumsum.out'), a feature "
+        f"({', '.join(FEATURES)}) nor a torch limitation ({', '.join(TORCH_LIMITATIONS)}){hint}",
         "cause",
     )
 

@@ -288,7 +288,9 @@ def _stale_causes(
 ) -> list[StaleCause]:
     """Cause entries whose overload has a lowering now, and those that explained no failure
     of the runs although the runs hold tests they narrow to (a run of other files says
-    nothing about an entry)."""
+    nothing about an entry). A torch limitation is never stale for its absence: it names
+    what the torch release gets wrong for every backend, and a run that never reached it
+    (no multi-process test, say) says nothing about the release."""
     stale = []
     for entry in skiplist.causes:
         status = lowered.get(entry.detail) if entry.category == "missing_lowering" else None
@@ -296,8 +298,10 @@ def _stale_causes(
             stale.append(
                 StaleCause(entry, f"{entry.detail} has a lowering now ({status})", lowered=True)
             )
-        elif not explained.get(entry.where) and any(
-            entry.selector.matches(identity) for identity in facts.identities
+        elif (
+            entry.category != "torch_limitation"
+            and not explained.get(entry.where)
+            and any(entry.selector.matches(identity) for identity in facts.identities)
         ):
             stale.append(StaleCause(entry, f"explained no failure in {_runs(facts.meta.run_id)}"))
     return stale

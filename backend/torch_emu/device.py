@@ -57,16 +57,17 @@ __all__ = [
 
 class _RuntimeOps:
     """emu's runtime ops (device selection, seeding, RNG state, memory statistics), called
-    with torch function handling off. They are the device's runtime, not tensor math:
-    torch's generic code calls them under any mode (``freeze_rng_state`` saves every
-    device's RNG state, inside refs mode for one), and a mode must neither see nor refuse
-    them, as it never sees CUDA's."""
+    with torch function and torch dispatch handling off. They are the device's runtime, not
+    tensor math: torch's generic code calls them under any mode (``freeze_rng_state`` saves
+    every device's RNG state, inside refs mode for one; DTensor's local-tensor mode restores
+    them inside a FakeTensorMode), and a mode must neither see nor refuse them, as it never
+    sees CUDA's."""
 
     def __getattr__(self, name: str) -> Any:
         op = getattr(torch.ops.emu, name).default
 
         def call(*args: Any) -> Any:
-            with torch._C.DisableTorchFunction():
+            with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
                 return op(*args)
 
         setattr(self, name, call)  # found once, then an attribute
@@ -192,7 +193,8 @@ def set_rng_state(new_state: torch.Tensor, device: Any = None) -> None:
     """Restore a state returned by :func:`get_rng_state`."""
     if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8:
         raise TypeError("set_rng_state: expected a torch.uint8 tensor from get_rng_state()")
-    with torch._C.DisableTorchFunction():  # as _RuntimeOps: no mode sees the copy
+    # As _RuntimeOps: no mode sees the copy.
+    with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
         state = new_state.cpu()
     if _plants.is_active("rng_state_ignored"):
         return

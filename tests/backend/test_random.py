@@ -103,3 +103,20 @@ def test_the_device_runtime_works_under_a_mode_that_refuses_every_torch_call():
         torch.emu.set_rng_state(torch.emu.get_rng_state())
         assert torch.emu.current_device() == 0 and torch.emu.device_count() >= 1
     assert torch.equal(torch.rand(4, device="emu").cpu(), expected)
+
+
+def test_the_device_runtime_is_invisible_to_dispatch_modes():
+    # DTensor's local-tensor mode restores every device's RNG state inside a FakeTensorMode,
+    # which refuses real tensors; CUDA's runtime is never dispatched, and emu's must not be.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Refuse(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            raise AssertionError(f"a dispatch mode saw {func}")
+
+    state = torch.emu.get_rng_state()
+    with Refuse():
+        torch.emu.set_rng_state(torch.emu.get_rng_state())
+        torch.emu.manual_seed(5)
+        assert torch.emu.current_device() == 0 and torch.emu.memory_allocated() >= 0
+    torch.emu.set_rng_state(state)

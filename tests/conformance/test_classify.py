@@ -11,7 +11,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 from conformance.classify import classify_failure, classify_skip, missing_op
-from conformance.model import CATEGORIES
+from conformance.model import CATEGORIES, TORCH_LIMITATIONS
 
 
 def _raised(fn) -> BaseException:
@@ -547,3 +547,42 @@ def test_an_unclassified_rank_error_is_named_by_the_ranks_error_not_the_summarys
     rank = "Traceback (most recent call last):\nValueError: the model diverged\n"
     error = _ranks_failure(rank, rank)
     assert classify_failure(error, "") == ("other", "ValueError on emuccl")
+
+
+def _upstream_rank_failure(error: str, fn: str = "get_default_backend_for_device") -> RuntimeError:
+    """The failure upstream's MultiProcessTestCase raises in the parent for a failed rank."""
+    return RuntimeError(
+        "Process 1 exited with error code 10 and exception:\n"
+        "Traceback (most recent call last):\n"
+        '  File "/site-packages/torch/testing/_internal/common_distributed.py", line 1058, '
+        "in run_test\n    getattr(self, test_name)()\n"
+        f'  File "/site-packages/torch/distributed/distributed_c10d.py", line 1511, in {fn}\n'
+        f"{error}\n"
+    )
+
+
+def test_an_upstream_ranks_error_is_classified_by_the_ranks_traceback() -> None:
+    error = _upstream_rank_failure("ValueError: the model diverged", fn="all_reduce")
+    assert classify_failure(error, "") == ("other", "all_reduce: ValueError")
+    kernel = _upstream_rank_failure(
+        "NotImplementedError: Could not run 'c10d::allreduce_' with arguments from the "
+        "'PrivateUse1' backend.",
+        fn="all_reduce",
+    )
+    assert classify_failure(kernel, "") == ("missing_lowering", "c10d::allreduce_")
+
+
+@pytest.mark.parametrize(
+    ("error", "detail"),
+    [
+        # A spawned rank of a device-type test never ran PrivateUse1TestBase.setUpClass.
+        (_upstream_rank_failure("RuntimeError: Invalid device string: 'privateuse1'"),
+         "device_type_in_ranks"),
+        (AssertionError("Torch not compiled with CUDA enabled"), "cuda_call"),
+    ],
+)  # fmt: skip
+def test_what_torch_gets_wrong_on_any_privateuse1_device_is_a_torch_limitation(
+    error: BaseException, detail: str
+) -> None:
+    assert classify_failure(error, "") == ("torch_limitation", detail)
+    assert detail in TORCH_LIMITATIONS

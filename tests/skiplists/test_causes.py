@@ -115,15 +115,17 @@ def test_cause_entries_load_with_their_category_and_detail_from_the_cause(tmp_pa
         '[[skip]]\ncause = "aten::_cslt_compress"\nreason = "no cslt_compress"\n\n'
         '[[skip]]\ncause = "aten::_cslt_compress"\ntemplate = "test_out"\nreason = "narrower"\n\n'
         '[[skip]]\ncause = "forward_ad"\ntier = "xfail"\ncategory = "unsupported_feature"\n'
-        'reason = "no dual tensors"\n',
+        'reason = "no dual tensors"\n\n'
+        '[[skip]]\ncause = "cuda_call"\nreason = "torch calls torch.cuda"\n',
     )
-    broad, narrow, feature = skiplist.causes
+    broad, narrow, feature, torch_limit = skiplist.causes
     assert (broad.tier, broad.category, broad.detail) == (
         "xfail",
         "missing_lowering",
         "aten::_cslt_compress",
     )
     assert (feature.category, feature.detail) == ("unsupported_feature", "forward_ad")
+    assert (torch_limit.category, torch_limit.detail) == ("torch_limitation", "cuda_call")
     out, other = (
         identity("test_out", "_cslt_compress"),
         identity("test_compare_cpu", "_cslt_compress"),
@@ -137,7 +139,8 @@ def test_cause_entries_load_with_their_category_and_detail_from_the_cause(tmp_pa
     # The file is for the embedded suite: an upstream test is not explained by it.
     upstream = identity("test_out", "_cslt_compress", suite="upstream")
     assert skiplist.match_cause(upstream, "missing_lowering", "aten::_cslt_compress") is None
-    assert skiplist.causes_for(out) == [narrow, broad, feature]  # fmt: skip
+    assert skiplist.match_cause(other, "torch_limitation", "cuda_call") is torch_limit
+    assert skiplist.causes_for(out) == [narrow, broad, feature, torch_limit]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -237,20 +240,23 @@ def test_update_prunes_a_cause_entry_that_explained_no_failure(tmp_path: Path, c
         '[skiplist]\nsuite = "embedded"\n\n'
         '[[skip]]\ncause = "aten::_cslt_compress"\nreason = "explains five"\n\n'
         '[[skip]]\ncause = "aten::_cslt_sparse_mm"\nreason = "explains none"\n\n'
-        '[[skip]]\ncause = "aten::_cslt_sparse_mm"\nfile = "embedded/test_linalg.py"\nreason = "not run"\n'
+        '[[skip]]\ncause = "aten::_cslt_sparse_mm"\nfile = "embedded/test_linalg.py"\nreason = "not run"\n\n'
+        '[[skip]]\ncause = "cuda_call"\nreason = "torch\'s, never reached here"\n'
     )
     common = ("--backend", "emu", "--skiplist", target, "--to", target)
     assert skiplist_cli("update", "--from", tmp_path / "run", *common, "--dry-run") == 0
     out = capsys.readouterr()
     assert "emu.toml:8: cause aten::_cslt_sparse_mm: explained no failure in run run" in out.err
     assert "test_linalg" not in out.err  # the run holds none of its tests: no verdict
+    assert "cuda_call" not in out.err  # a torch limitation is not stale for its absence
     # Without --prune it is only said: a run of part of the suite says little of an entry.
     assert "explained no failure" not in out.out
     assert skiplist_cli("update", "--from", tmp_path / "run", *common, "--prune") == 0
     kept = skiplists.load([target], backend="emu", torch_version="2.13.0")
     reasons = [e.reason for e in kept.causes]
-    assert reasons[:2] == ["explains five", "not run"] and "explains none" not in reasons
-    assert [e.cause for e in kept.causes][2:] == ["forward_ad"]  # the run's new cause, added
+    assert reasons[:3] == ["explains five", "not run", "torch's, never reached here"]
+    assert "explains none" not in reasons
+    assert [e.cause for e in kept.causes][3:] == ["forward_ad"]  # the run's new cause, added
 
 
 def test_lint_knows_causes(tmp_path: Path, capsys):
