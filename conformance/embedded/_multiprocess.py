@@ -67,7 +67,7 @@ __all__ = [
     "on_ranks",
 ]
 
-#: Ranks per test.
+#: Ranks per test, unless the class says otherwise (``RankTestCase.ranks``).
 WORLD_SIZE = 2
 #: Seconds a test's ranks may run before they are killed (the test then fails as timed out).
 TIMEOUT_ENV = "CONFORMANCE_DIST_TIMEOUT"
@@ -225,9 +225,12 @@ def _backend_name(device: str) -> str:
 class RankTestCase(MultiProcessTestCase):
     """Upstream's multi-process test case, with every rank deciding the outcome."""
 
+    #: Ranks per test of the class.
+    ranks: int = WORLD_SIZE
+
     @property
     def world_size(self) -> int:
-        return WORLD_SIZE
+        return self.ranks
 
     # In the test process the template itself starts the ranks (on_ranks), after its
     # applicability check; upstream's wrapper would only join ranks started in setUp.

@@ -1,6 +1,6 @@
 """Distributed templates: ``torch.distributed`` on the device, two processes per test.
 
-Each test runs on two ranks (:mod:`conformance.embedded._multiprocess`: torch's
+Each test of ``TestDistributed`` runs on two ranks (:mod:`conformance.embedded._multiprocess`: torch's
 ``MultiProcessTestCase``, a ``FileStore`` in a fresh temporary file, rank ``r`` on device
 index ``r`` modulo the device count), in a process group made with the device's default
 backend, ``torch.distributed.get_default_backend_for_device(device)`` (gloo for cpu; a
@@ -28,6 +28,10 @@ to single-process training on the CPU with the whole batch: parameters broadcast
 at construction (each rank starts from its own), gradients averaged over one bucket or one
 per parameter (a tiny ``bucket_cap_mb``), and a step that accumulates two micro-batches
 under ``no_sync()``.
+
+``TestDistributedFourRanks`` runs the same checks of all_reduce, reduce_scatter_tensor,
+all_gather_into_tensor, broadcast, all_to_all_single, the barrier and DDP on four ranks, in
+float32 and int64: reductions over more than a pair and splits among several peers.
 
 A backend that refuses a dtype or reduction (an error that says so: ``unsupported``, ``not
 supported``, gloo's ``Invalid scalar type`` and ``Cannot use ReduceOp``) on every rank skips
@@ -148,8 +152,8 @@ def _reference(inputs: list[torch.Tensor], reduce_op: str, dtype: torch.dtype) -
     return result.to(dtype)
 
 
-class TestDistributed(RankTestCase):
-    """Collectives and DDP on the device, two ranks per test."""
+class _Collectives(RankTestCase):
+    """What the collective and DDP templates check, for any number of ranks."""
 
     def _refused(
         self,
@@ -183,14 +187,9 @@ class TestDistributed(RankTestCase):
         self.assertEqual(actual.cpu(), expected, atol=0, rtol=0, exact_dtype=True, msg=what)
 
     def _all(self, shape, dtype, salt: int = 0) -> list[torch.Tensor]:
-        return [_input(r, shape, dtype, salt) for r in range(WORLD_SIZE)]
+        return [_input(r, shape, dtype, salt) for r in range(self.world_size)]
 
-    # -- reductions ---------------------------------------------------------------------
-
-    @on_ranks(_reduction_applies)
-    @parametrize("reduce_op", REDUCE_OPS)
-    @dtypes(*_allowed("test_all_reduce"))
-    def test_all_reduce(self, device, dtype, reduce_op):
+    def check_all_reduce(self, dtype, reduce_op):
         inputs = self._all((3, 4), dtype)
         expected = _reference(inputs, reduce_op, dtype)
         tensor = inputs[self.rank].to(self.rank_device, copy=True)
@@ -207,12 +206,9 @@ class TestDistributed(RankTestCase):
         self.assertTrue(work.is_completed())
         self._exact(tensor, expected, "all_reduce(async_op=True)")
 
-    @on_ranks(_reduction_applies)
-    @parametrize("reduce_op", REDUCE_OPS)
-    @dtypes(*_allowed("test_reduce_scatter_tensor"))
-    def test_reduce_scatter_tensor(self, device, dtype, reduce_op):
-        inputs = self._all((2 * WORLD_SIZE, 3), dtype, salt=1)
-        expected = _reference(inputs, reduce_op, dtype).chunk(WORLD_SIZE)[self.rank]
+    def check_reduce_scatter_tensor(self, dtype, reduce_op):
+        inputs = self._all((2 * self.world_size, 3), dtype, salt=1)
+        expected = _reference(inputs, reduce_op, dtype).chunk(self.world_size)[self.rank]
         source = inputs[self.rank].to(self.rank_device, copy=True)
         output = torch.full((2, 3), 1, dtype=dtype, device=self.rank_device)
         self._refused(
@@ -228,10 +224,144 @@ class TestDistributed(RankTestCase):
         self._exact(output, expected, "reduce_scatter_tensor(async_op=True)")
         self._exact(source, inputs[self.rank], "reduce_scatter_tensor's input, left unchanged")
 
+    def check_all_gather_into_tensor(self, dtype):
+        inputs = self._all((2, 3), dtype, salt=4)
+        output = torch.empty((2 * self.world_size, 3), dtype=dtype, device=self.rank_device)
+        source = inputs[self.rank].to(self.rank_device, copy=True)
+        self._refused(
+            "all_gather_into_tensor",
+            dtype,
+            lambda: dist.all_gather_into_tensor(output, source),
+        )
+        self._exact(output, torch.cat(inputs), "all_gather_into_tensor")
+        output.zero_()
+        dist.all_gather_into_tensor(output, source, async_op=True).wait()
+        self._exact(output, torch.cat(inputs), "all_gather_into_tensor(async_op=True)")
+
+    def check_broadcast(self, dtype):
+        inputs = self._all((3, 2), dtype, salt=5)
+        for root in range(self.world_size):
+            tensor = inputs[self.rank].to(self.rank_device, copy=True)
+            self._refused("broadcast", dtype, lambda t=tensor, r=root: dist.broadcast(t, r))
+            self._exact(tensor, inputs[root], f"broadcast from rank {root}")
+
+    def check_all_to_all_single(self, dtype):
+        # Rank r sends r + 1 + d rows to rank d: uneven splits both ways.
+        def rows(source: int, destination: int) -> int:
+            return source + 1 + destination
+
+        inputs = [
+            _input(r, (sum(rows(r, d) for d in range(self.world_size)), 2), dtype, salt=7)
+            for r in range(self.world_size)
+        ]
+        sent = [
+            list(inputs[r].split([rows(r, d) for d in range(self.world_size)]))
+            for r in range(self.world_size)
+        ]
+        expected = torch.cat([sent[r][self.rank] for r in range(self.world_size)])
+        output = torch.empty_like(expected, device=self.rank_device)
+        source = inputs[self.rank].to(self.rank_device, copy=True)
+        self._refused(
+            "all_to_all_single",
+            dtype,
+            lambda: dist.all_to_all_single(
+                output,
+                source,
+                output_split_sizes=[rows(r, self.rank) for r in range(self.world_size)],
+                input_split_sizes=[rows(self.rank, d) for d in range(self.world_size)],
+            ),
+        )
+        self._exact(output, expected, "all_to_all_single")
+
+    def check_barrier(self):
+        # The last rank arrives late; no rank may leave the barrier before it reached it.
+        store = dist.distributed_c10d._get_default_store()
+        if self.rank == self.world_size - 1:
+            time.sleep(0.5)
+            store.set("the last rank reached the barrier", "1")
+        dist.barrier()
+        self.assertTrue(store.check(["the last rank reached the barrier"]))
+        dist.barrier(async_op=True).wait()
+
+    def check_ddp(self, dtype, buckets):
+        torch.manual_seed(SEED)
+        reference = torch.nn.Sequential(
+            torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3)
+        ).to(dtype)
+        # Rank 0 starts from the reference's parameters, the others elsewhere: DDP
+        # broadcasts rank 0's.
+        torch.manual_seed(SEED if self.rank == 0 else SEED + 1 + self.rank)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3)
+        ).to(dtype=dtype, device=self.rank_device)
+        cap_mb = 25 if buckets == "one_bucket" else 1 / 2**20  # 1 byte: each parameter alone
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            model,
+            device_ids=[self.rank_device] if self.rank_device.type != "cpu" else None,
+            bucket_cap_mb=cap_mb,
+        )
+        for name, param in model.named_parameters():
+            self.assertEqual(param.cpu(), dict(reference.named_parameters())[name], msg=name)
+        ref_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        generator = torch.Generator().manual_seed(SEED + 7)
+        share = 8 // self.world_size  # this rank's part of a batch of 8
+        part = slice(share * self.rank, share * (self.rank + 1))
+
+        def batch():
+            x = torch.randn(8, 6, generator=generator).to(dtype)
+            y = torch.randn(8, 3, generator=generator).to(dtype)
+            return x, y
+
+        for step in range(3):
+            micro_batches = [batch(), batch()] if step == 1 else [batch()]
+            ref_optimizer.zero_grad()
+            optimizer.zero_grad()
+            for i, (x, y) in enumerate(micro_batches):
+                torch.nn.functional.mse_loss(reference(x), y).backward()
+                last = i == len(micro_batches) - 1
+                with contextlib.nullcontext() if last else ddp.no_sync():
+                    out = ddp(x[part].to(self.rank_device, copy=True))
+                    torch.nn.functional.mse_loss(
+                        out, y[part].to(self.rank_device, copy=True)
+                    ).backward()
+            ref_optimizer.step()
+            optimizer.step()
+            for name, param in model.named_parameters():
+                expected = dict(reference.named_parameters())[name]
+                self.assertEqual(param.grad.cpu(), expected.grad, msg=f"step {step}: {name}.grad")
+                self.assertEqual(
+                    param.detach().cpu(), expected.detach(), msg=f"step {step}: {name}"
+                )
+        sizes = ddp._get_ddp_logging_data().get("rebuilt_bucket_sizes", "")
+        count = len([s for s in str(sizes).split(",") if s.strip()])
+        if buckets == "one_bucket":
+            self.assertEqual(count, 1, msg=f"bucket sizes {sizes}")
+        else:
+            self.assertEqual(count, len(list(model.parameters())), msg=f"bucket sizes {sizes}")
+
+
+class TestDistributed(_Collectives):
+    """Collectives and DDP on the device, two ranks per test."""
+
+    # -- reductions ---------------------------------------------------------------------
+
+    @on_ranks(_reduction_applies)
+    @parametrize("reduce_op", REDUCE_OPS)
+    @dtypes(*_allowed("test_all_reduce"))
+    def test_all_reduce(self, device, dtype, reduce_op):
+        self.check_all_reduce(dtype, reduce_op)
+
+    @on_ranks(_reduction_applies)
+    @parametrize("reduce_op", REDUCE_OPS)
+    @dtypes(*_allowed("test_reduce_scatter_tensor"))
+    def test_reduce_scatter_tensor(self, device, dtype, reduce_op):
+        self.check_reduce_scatter_tensor(dtype, reduce_op)
+
     @on_ranks(_eager)
     @dtypes(*_allowed("test_reduce_scatter"))
     def test_reduce_scatter(self, device, dtype):
-        inputs = self._all((WORLD_SIZE, 2, 3), dtype, salt=2)  # [rank][destination]
+        inputs = self._all((self.world_size, 2, 3), dtype, salt=2)  # [rank][destination]
         expected = _reference(inputs, "sum", dtype)[self.rank]
         output = torch.full((2, 3), 1, dtype=dtype, device=self.rank_device)
         sources = [t.to(self.rank_device, copy=True) for t in inputs[self.rank]]
@@ -253,32 +383,17 @@ class TestDistributed(RankTestCase):
     @on_ranks(_eager)
     @dtypes(*_allowed("test_all_gather_into_tensor"))
     def test_all_gather_into_tensor(self, device, dtype):
-        inputs = self._all((2, 3), dtype, salt=4)
-        output = torch.empty((2 * WORLD_SIZE, 3), dtype=dtype, device=self.rank_device)
-        source = inputs[self.rank].to(self.rank_device, copy=True)
-        self._refused(
-            "all_gather_into_tensor",
-            dtype,
-            lambda: dist.all_gather_into_tensor(output, source),
-        )
-        self._exact(output, torch.cat(inputs), "all_gather_into_tensor")
-        output.zero_()
-        dist.all_gather_into_tensor(output, source, async_op=True).wait()
-        self._exact(output, torch.cat(inputs), "all_gather_into_tensor(async_op=True)")
+        self.check_all_gather_into_tensor(dtype)
 
     @on_ranks(_eager)
     @dtypes(*_allowed("test_broadcast"))
     def test_broadcast(self, device, dtype):
-        inputs = self._all((3, 2), dtype, salt=5)
-        for root in range(WORLD_SIZE):
-            tensor = inputs[self.rank].to(self.rank_device, copy=True)
-            self._refused("broadcast", dtype, lambda t=tensor, r=root: dist.broadcast(t, r))
-            self._exact(tensor, inputs[root], f"broadcast from rank {root}")
+        self.check_broadcast(dtype)
 
     @on_ranks(_eager)
     @dtypes(*_allowed("test_all_to_all"))
     def test_all_to_all(self, device, dtype):
-        inputs = self._all((WORLD_SIZE, 2, 2), dtype, salt=6)  # [rank][destination]
+        inputs = self._all((self.world_size, 2, 2), dtype, salt=6)  # [rank][destination]
         sources = [t.to(self.rank_device, copy=True) for t in inputs[self.rank]]
         outputs = [torch.empty((2, 2), dtype=dtype, device=self.rank_device) for _ in sources]
         self._refused("all_to_all", dtype, lambda: dist.all_to_all(outputs, sources))
@@ -288,32 +403,7 @@ class TestDistributed(RankTestCase):
     @on_ranks(_eager)
     @dtypes(*_allowed("test_all_to_all_single"))
     def test_all_to_all_single(self, device, dtype):
-        # Rank r sends r + 1 + d rows to rank d: uneven splits both ways.
-        def rows(source: int, destination: int) -> int:
-            return source + 1 + destination
-
-        inputs = [
-            _input(r, (sum(rows(r, d) for d in range(WORLD_SIZE)), 2), dtype, salt=7)
-            for r in range(WORLD_SIZE)
-        ]
-        sent = [
-            list(inputs[r].split([rows(r, d) for d in range(WORLD_SIZE)]))
-            for r in range(WORLD_SIZE)
-        ]
-        expected = torch.cat([sent[r][self.rank] for r in range(WORLD_SIZE)])
-        output = torch.empty_like(expected, device=self.rank_device)
-        source = inputs[self.rank].to(self.rank_device, copy=True)
-        self._refused(
-            "all_to_all_single",
-            dtype,
-            lambda: dist.all_to_all_single(
-                output,
-                source,
-                output_split_sizes=[rows(r, self.rank) for r in range(WORLD_SIZE)],
-                input_split_sizes=[rows(self.rank, d) for d in range(WORLD_SIZE)],
-            ),
-        )
-        self._exact(output, expected, "all_to_all_single")
+        self.check_all_to_all_single(dtype)
 
     @on_ranks(_eager)
     @dtypes(*_allowed("test_send_recv"))
@@ -337,14 +427,7 @@ class TestDistributed(RankTestCase):
 
     @on_ranks(_eager)
     def test_barrier(self, device):
-        # Rank 1 arrives late; rank 0 must not leave the barrier before rank 1 reached it.
-        store = dist.distributed_c10d._get_default_store()
-        if self.rank == 1:
-            time.sleep(0.5)
-            store.set("rank 1 reached the barrier", "1")
-        dist.barrier()
-        self.assertTrue(store.check(["rank 1 reached the barrier"]))
-        dist.barrier(async_op=True).wait()
+        self.check_barrier()
 
     def test_default_backend(self, device):
         """The device's default backend is registered, and init_process_group() picks it."""
@@ -372,8 +455,8 @@ class TestDistributed(RankTestCase):
     @on_ranks(make_group=False)
     def _default_backend_ranks(self, device):
         device_type = self.rank_device.type
-        store = dist.FileStore(self.file_name, WORLD_SIZE)
-        dist.init_process_group(store=store, rank=self.rank, world_size=WORLD_SIZE)
+        store = dist.FileStore(self.file_name, self.world_size)
+        dist.init_process_group(store=store, rank=self.rank, world_size=self.world_size)
         backend = dist.get_default_backend_for_device(device_type)
         self.assertIn(f"{device_type}:{backend}", dist.get_backend_config())
         tensor = torch.full((2,), self.rank + 1.0, device=self.rank_device)
@@ -386,60 +469,7 @@ class TestDistributed(RankTestCase):
     @parametrize("buckets", ("one_bucket", "bucket_per_parameter"))
     @dtypes(*_allowed("test_ddp"))
     def test_ddp(self, device, dtype, buckets):
-        torch.manual_seed(SEED)
-        reference = torch.nn.Sequential(
-            torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3)
-        ).to(dtype)
-        # Rank 0 starts from the reference's parameters, the others elsewhere: DDP
-        # broadcasts rank 0's.
-        torch.manual_seed(SEED if self.rank == 0 else SEED + 1 + self.rank)
-        model = torch.nn.Sequential(
-            torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3)
-        ).to(dtype=dtype, device=self.rank_device)
-        cap_mb = 25 if buckets == "one_bucket" else 1 / 2**20  # 1 byte: each parameter alone
-        ddp = torch.nn.parallel.DistributedDataParallel(
-            model,
-            device_ids=[self.rank_device] if self.rank_device.type != "cpu" else None,
-            bucket_cap_mb=cap_mb,
-        )
-        for name, param in model.named_parameters():
-            self.assertEqual(param.cpu(), dict(reference.named_parameters())[name], msg=name)
-        ref_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
-        optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
-        generator = torch.Generator().manual_seed(SEED + 7)
-        half = slice(4 * self.rank, 4 * (self.rank + 1))  # this rank's half of a batch of 8
-
-        def batch():
-            x = torch.randn(8, 6, generator=generator).to(dtype)
-            y = torch.randn(8, 3, generator=generator).to(dtype)
-            return x, y
-
-        for step in range(3):
-            micro_batches = [batch(), batch()] if step == 1 else [batch()]
-            ref_optimizer.zero_grad()
-            optimizer.zero_grad()
-            for i, (x, y) in enumerate(micro_batches):
-                torch.nn.functional.mse_loss(reference(x), y).backward()
-                last = i == len(micro_batches) - 1
-                with contextlib.nullcontext() if last else ddp.no_sync():
-                    out = ddp(x[half].to(self.rank_device, copy=True))
-                    torch.nn.functional.mse_loss(
-                        out, y[half].to(self.rank_device, copy=True)
-                    ).backward()
-            ref_optimizer.step()
-            optimizer.step()
-            for name, param in model.named_parameters():
-                expected = dict(reference.named_parameters())[name]
-                self.assertEqual(param.grad.cpu(), expected.grad, msg=f"step {step}: {name}.grad")
-                self.assertEqual(
-                    param.detach().cpu(), expected.detach(), msg=f"step {step}: {name}"
-                )
-        sizes = ddp._get_ddp_logging_data().get("rebuilt_bucket_sizes", "")
-        count = len([s for s in str(sizes).split(",") if s.strip()])
-        if buckets == "one_bucket":
-            self.assertEqual(count, 1, msg=f"bucket sizes {sizes}")
-        else:
-            self.assertEqual(count, len(list(model.parameters())), msg=f"bucket sizes {sizes}")
+        self.check_ddp(dtype, buckets)
 
     # -- FSDP2, tensor and pipeline parallelism ---------------------------------------------
 
@@ -596,7 +626,54 @@ def _mlp(seed_offset: int = 0) -> torch.nn.Sequential:
     return torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
 
 
+class TestDistributedFourRanks(_Collectives):
+    """The collectives, a barrier and DDP on four ranks (rank r on device index r modulo
+    the device count: two ranks per device on a two-device backend), in a float and an
+    integer dtype: what two ranks cannot show (a reduction over more than a pair, uneven
+    splits among several peers, a ring or tree of four)."""
+
+    ranks = 4
+
+    @on_ranks(_reduction_applies)
+    @parametrize("reduce_op", ("sum", "product", "max", "band"))
+    @dtypes(torch.float32, torch.int64)
+    def test_all_reduce(self, device, dtype, reduce_op):
+        self.check_all_reduce(dtype, reduce_op)
+
+    @on_ranks(_reduction_applies)
+    @parametrize("reduce_op", ("sum", "max"))
+    @dtypes(torch.float32, torch.int64)
+    def test_reduce_scatter_tensor(self, device, dtype, reduce_op):
+        self.check_reduce_scatter_tensor(dtype, reduce_op)
+
+    @on_ranks(_eager)
+    @dtypes(torch.float32, torch.int64)
+    def test_all_gather_into_tensor(self, device, dtype):
+        self.check_all_gather_into_tensor(dtype)
+
+    @on_ranks(_eager)
+    @dtypes(torch.float32)
+    def test_broadcast(self, device, dtype):
+        self.check_broadcast(dtype)
+
+    @on_ranks(_eager)
+    @dtypes(torch.float32, torch.int64)
+    def test_all_to_all_single(self, device, dtype):
+        self.check_all_to_all_single(dtype)
+
+    @on_ranks(_eager)
+    def test_barrier(self, device):
+        self.check_barrier()
+
+    @on_ranks(_eager)
+    @parametrize("buckets", ("one_bucket",))
+    @dtypes(torch.float32)
+    def test_ddp(self, device, dtype, buckets):
+        self.check_ddp(dtype, buckets)
+
+
 instantiate_device_type_tests(TestDistributed, globals())
+instantiate_device_type_tests(TestDistributedFourRanks, globals())
 
 if __name__ == "__main__":
     run_tests()
