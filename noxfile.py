@@ -22,6 +22,8 @@ ROOT = Path(__file__).parent
 BACKEND = ROOT / "backend"
 RUNS = ROOT / "runs"
 REPORT = ROOT / "report"
+#: emu's claimed feature statuses, which the main job's report checks.
+CLAIMS = BACKEND / "features.toml"
 #: Where `nox -s upstream` keeps its checkouts of PyTorch's test/.
 UPSTREAM_CACHE = ROOT / ".upstream-cache"
 
@@ -29,7 +31,8 @@ UPSTREAM_CACHE = ROOT / ".upstream-cache"
 def _backend_digest() -> str:
     digest = hashlib.sha256()
     for path in sorted(BACKEND.rglob("*")):
-        skipped = {"build", "__pycache__"}.intersection(path.relative_to(BACKEND).parts)
+        generated = {"build", "__pycache__"}.intersection(path.relative_to(BACKEND).parts)
+        skipped = bool(generated) or path == CLAIMS  # emu's claims are no part of the build
         if path.is_file() and not skipped and path.suffix in {".py", ".cpp", ".h", ".toml"}:
             digest.update(str(path.relative_to(BACKEND)).encode())
             digest.update(path.read_bytes())
@@ -76,10 +79,24 @@ def conformance(session: nox.Session) -> None:
     latest = str(RUNS / "latest")
     session.run("conformance", "ops", "snapshot", latest)
     session.run("conformance", "ops", "triage", latest, "--top", "10")
+    # emu states what it supports in backend/features.toml: the report checks its feature
+    # matrix against those claims and exits 1 when one differs, which fails the job.
+    claims = ["--claims", str(CLAIMS)] if _device(args) == "emu" else []
     session.run(
-        "conformance", "report", latest, "--out", str(REPORT), "--history", str(RUNS)
+        "conformance", "report", latest, "--out", str(REPORT), "--history", str(RUNS), *claims
     )  # fmt: skip
     session.log(f"report: {REPORT / 'index.html'}")
+
+
+def _device(args: list[str]) -> str:
+    """The ``--device`` of a ``conformance run`` command line ("" when it names none)."""
+    options = args[: args.index("--")] if "--" in args else args
+    for index, arg in enumerate(options):
+        if arg == "--device" and index + 1 < len(options):
+            return options[index + 1]
+        if arg.startswith("--device="):
+            return arg.partition("=")[2]
+    return ""
 
 
 @nox.session

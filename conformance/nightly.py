@@ -12,8 +12,9 @@ The nightly workflow (``.github/workflows/nightly.yml``) runs the same two steps
 ``finish --shards N``
     After the matrix: merges each device's shards into one run in the history, joins the
     device run with the cpu run by test_id, writes the op coverage snapshot and triage,
-    and renders the report with trends over the history. Exit 0 when every outcome of the
-    merged device run was expected, 1 otherwise.
+    and renders the report with trends over the history (with ``--claims FILE``, each
+    mode's report checks the feature matrix against the backend's claims). Exit 0 when
+    every outcome of the merged device run was expected and no claim differs, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -75,6 +76,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     def finishing(step: argparse.ArgumentParser) -> None:
         step.add_argument("--report", default="report", metavar="DIR", help="default: report")
         step.add_argument("--run-id", metavar="ID", help="merged run id (default: time)")
+        step.add_argument(
+            "--claims",
+            metavar="FILE",
+            help="the backend's claimed feature statuses (backend/features.toml for emu), "
+            "passed to each mode's report: a claim that differs makes the exit code 1",
+        )
 
     shard = steps.add_parser("shard", help="one machine's shard on the device and on cpu")
     shard.add_argument("shard", metavar="K/N")
@@ -193,14 +200,19 @@ def finish(
     report: Path,
     run_id: str | None = None,
     modes: tuple[str, ...] = ("eager",),
+    claims: Path | None = None,
 ) -> int:
     """Merge, join, snapshot, triage and report, each mode's run; the worst verdict of the
-    device's runs. The eager report goes to ``report``, the compile report (joined with the
-    eager run by ``--modes``) to ``report/compile``."""
+    device's runs (1 too when a report finds a claim of ``claims`` that differs). The eager
+    report goes to ``report``, the compile report (joined with the eager run by
+    ``--modes``) to ``report/compile``."""
     from conformance.run_cli import join_baseline, judge
+    from reports.claims import load_claims
 
     if shards < 1:
         raise ConfigError(f"expected at least 1 shard, got {shards}", where="--shards")
+    if claims is not None:
+        load_claims(claims)  # a bad file stops here, before any merge
     stamp = run_id or _stamp()
     jobs = list(dict.fromkeys([*((device, mode) for mode in modes), (BASELINE_DEVICE, "eager")]))
     shard_runs = {
@@ -230,16 +242,20 @@ def finish(
         extra = ["--baseline", str(baseline)] if device != BASELINE_DEVICE else []
         if mode != "eager" and (device, "eager") in merged:
             extra += ["--modes", str(merged[(device, "eager")])]
+        extra += ["--claims", str(claims)] if claims is not None else []
         for step in (
             ["ops", "snapshot", str(run_dir)],
             ["ops", "triage", str(run_dir), "--top", "20"],
-            ["report", str(run_dir), "--out", str(out), "--history", str(history), *extra],
         ):
             code = _conformance(step)
             if code != 0:
                 return code
+        report_step = ["report", str(run_dir), "--out", str(out), "--history", str(history)]
+        reported = _conformance([*report_step, *extra])
+        if reported not in (0, 1):  # 1: a claim differs, a verdict like an unexpected outcome
+            return reported
         print(f"conformance nightly: {mode} report: {out / 'index.html'}")
-        verdicts.append(judge(run_dir))
+        verdicts.append(max(reported, judge(run_dir)))
     return max(verdicts)
 
 
@@ -271,6 +287,7 @@ def _finish_command(args: argparse.Namespace) -> int:
         report=Path(args.report),
         run_id=args.run_id,
         modes=parse_modes(args.modes),
+        claims=Path(args.claims) if args.claims else None,
     )
 
 

@@ -8,10 +8,12 @@ Command line::
 
     conformance report RUN [--out DIR] [--runs-root DIR] [--baseline RUN] [--compare RUN]
                        [--history RUNS_ROOT] [--format html,json,md,junit,hud]
+                       [--claims FILE]
 
 ``RUN`` is a run folder, a run id under ``--runs-root`` or ``latest``. The output folder
 holds ``index.html`` (open it from disk), ``features.html`` (the feature matrix:
-``reports.features``), ``summary.json``, ``summary.md``, ``junit.xml`` and ``hud.json``.
+``reports.features``; with ``--claims``, checked against the backend's claims:
+``reports.claims``), ``summary.json``, ``summary.md``, ``junit.xml`` and ``hud.json``.
 """
 
 from __future__ import annotations

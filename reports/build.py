@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from conformance import __version__
 from conformance.model import RunMeta
 from conformance.store import read_meta
+from reports.claims import Claims, apply_claims
 from reports.compare import BaselineView, DiffView, build_baseline, build_diff
 from reports.entries import EntryRow, build_entries
 from reports.features import FeatureMatrix, build_features
@@ -125,10 +126,12 @@ def build_model(
     history_root: str | Path | None = None,
     amend: Sequence[str | Path] = (),
     modes_dir: str | Path | None = None,
+    claims: Claims | None = None,
 ) -> ReportModel:
     """Read a run folder (with its ``op_coverage.json`` when present) amended by its
     reruns ``amend``, an optional baseline run, an earlier run to compare with, and a
-    runs root for trends."""
+    runs root for trends; with ``claims``, the feature matrix's rows carry the backend's
+    claims for the run's mode."""
     meta, frame = load_run(run_dir, amend=amend)
     baseline = load_run(baseline_dir) if baseline_dir else None
     before = load_run(compare_dir) if compare_dir else None
@@ -154,4 +157,6 @@ def build_model(
     if modes_dir:
         other_meta, other = load_run(modes_dir)
         model.modes = build_modes(frame, meta, other, other_meta)
+    if claims is not None and model.features is not None:
+        apply_claims(model.features, claims, meta.mode)
     return model

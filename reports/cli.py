@@ -6,6 +6,10 @@ import argparse
 import sys
 import time
 from collections import Counter
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from reports.features import FeatureMatrix
 
 __all__ = ["register"]
 
@@ -19,7 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Render a run folder as a static HTML dashboard (opens from disk, no network) "
             "and machine outputs. Optional inputs: op_coverage.json in the run folder, a "
             "baseline run (usually the CPU) joined by test id, an earlier run to diff "
-            "with, and a runs root for trends."
+            "with, a runs root for trends, and the backend's claims to check the feature "
+            "matrix against. Exit 0; 1 when --claims is given and a claim differs from the "
+            "measured status; 2 for bad input."
         ),
     )
     parser.add_argument(
@@ -70,17 +76,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a rerun of some of the run's tests (repeatable): the report shows the latest "
         "outcome of each test",
     )
+    parser.add_argument(
+        "--claims",
+        metavar="FILE",
+        help="a TOML file of the statuses the backend claims per feature area "
+        "(backend/features.toml for emu): each claimed area that ran agrees or differs; "
+        "exit 1 when any differs",
+    )
     parser.set_defaults(handler=run_report)
 
 
 def run_report(args: argparse.Namespace) -> int:
-    """Render the report; returns 0 (bad input raises ConfigError, exit code 2)."""
+    """Render the report; returns 0, or 1 when a claim of ``--claims`` differs from the
+    measured matrix (bad input raises ConfigError, exit code 2)."""
     from conformance.store import resolve_run
     from reports.build import build_model
+    from reports.claims import load_claims
     from reports.features import STATUSES
     from reports.render import parse_formats, render_report
 
     formats = parse_formats(args.format)
+    claims = load_claims(args.claims) if args.claims else None
     started = time.perf_counter()
 
     def resolve(ref: str | None) -> str | None:
@@ -93,6 +109,7 @@ def run_report(args: argparse.Namespace) -> int:
         history_root=args.history,
         amend=[resolve(ref) for ref in args.amend],  # type: ignore[misc]
         modes_dir=resolve(args.modes),
+        claims=claims,
     )
     written = render_report(model, args.out, formats)
     t = model.summary.totals
@@ -119,6 +136,7 @@ def run_report(args: argparse.Namespace) -> int:
         )
         for row in model.features.changes:
             print(f"    {row.area.title}: {row.before} -> {row.status}")
+    differ = _print_claims(model.features) if claims is not None else False
     if model.diff is not None:
         for drop in model.diff.fewer_tests:
             print(f"  fewer tests than {model.diff.before.run_id}: {drop.describe()}")
@@ -128,4 +146,21 @@ def run_report(args: argparse.Namespace) -> int:
     for path in written:
         print(f"  {path}")
     sys.stdout.flush()
-    return 0
+    return 1 if differ else 0
+
+
+def _print_claims(matrix: FeatureMatrix | None) -> bool:
+    """The claims' verdicts, counted, and a line per claim the run contradicts; whether
+    any does."""
+    from reports.claims import difference
+
+    if matrix is None:
+        return False
+    counts = matrix.verdict_counts()
+    print(
+        f"  claims: {counts['agrees']} agree, {counts['differs']} differ, "
+        f"{counts['not run']} not run ({matrix.claims_file}, {matrix.claims_mode} mode)"
+    )
+    for row in matrix.differences:
+        print(f"    differs: {difference(row)}")
+    return bool(matrix.differences)

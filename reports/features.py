@@ -50,6 +50,7 @@ __all__ = [
     "AREAS",
     "STATUSES",
     "SUPPORTED_RATE",
+    "VERDICTS",
     "Area",
     "FeatureMatrix",
     "FeatureRow",
@@ -62,6 +63,9 @@ __all__ = [
 
 #: The statuses of a cell, best first.
 STATUSES = ("supported", "partial", "unsupported", "not run")
+#: A backend's claim against the measured status (``reports.claims``), in the order reports
+#: count them.
+VERDICTS = ("agrees", "differs", "not run")
 #: Share of an area's judged tests that must pass natively for ``supported``.
 SUPPORTED_RATE = 0.95
 #: Categories of skips that are not the backend's: the test's own skip, the machine's.
@@ -636,6 +640,7 @@ class FeatureRow:
     templates: list[tuple[str, str, str, Counts]] = field(default_factory=list)
     not_passed: list[int] = field(default_factory=list)
     before: str | None = None  # the area's status in the run compared with, if any
+    claimed: str | None = None  # the status the backend claims for the area, if it does
 
     @property
     def key(self) -> str:
@@ -654,6 +659,16 @@ class FeatureRow:
     def change(self) -> str:
         """``partial -> supported`` when the status changed since the run compared with."""
         return f"{self.before} -> {self.status}" if self.changed else ""
+
+    @property
+    def verdict(self) -> str:
+        """The claim against the measured status: ``agrees``, ``differs``, or ``not run``
+        (no test of the area was judged, so the claim is not checked); "" with no claim."""
+        if self.claimed is None:
+            return ""
+        if self.status == "not run":
+            return "not run"
+        return "agrees" if self.claimed == self.status else "differs"
 
     def reasons(self, top: int = 2) -> str:
         """The most frequent reasons the area's tests did not pass natively, refusals
@@ -692,14 +707,33 @@ class FeatureRow:
 
 @dataclass
 class FeatureMatrix:
-    """Every area of a run; ``before_run`` names the run the changes are against."""
+    """Every area of a run; ``before_run`` names the run the changes are against,
+    ``claims_file`` the file of the backend's claims checked in the run's ``claims_mode``
+    (``reports.claims``)."""
 
     rows: list[FeatureRow]
     before_run: str = ""
+    claims_file: str = ""
+    claims_mode: str = ""
 
     @property
     def changes(self) -> list[FeatureRow]:
         return [row for row in self.rows if row.changed]
+
+    @property
+    def claimed(self) -> list[FeatureRow]:
+        """The rows the backend claims a status for."""
+        return [row for row in self.rows if row.claimed is not None]
+
+    @property
+    def differences(self) -> list[FeatureRow]:
+        """The claimed rows whose measured status is another."""
+        return [row for row in self.rows if row.verdict == "differs"]
+
+    def verdict_counts(self) -> dict[str, int]:
+        """How many claims have each verdict, in ``agrees, differs, not run`` order."""
+        verdicts = [row.verdict for row in self.claimed]
+        return {name: verdicts.count(name) for name in VERDICTS}
 
     def group(self, name: str) -> list[FeatureRow]:
         return [row for row in self.rows if row.area.group == name]

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reports.build import ReportModel
+from reports.claims import difference
 from reports.compare import FileDrop
 from reports.counts import percent
-from reports.features import SUPPORTED_RATE, FeatureMatrix, rule_text
+from reports.features import SUPPORTED_RATE, FeatureMatrix, FeatureRow, rule_text
 from reports.messages import printable
 from reports.viewmodel import FlakyRow
 
@@ -73,7 +74,10 @@ __all__ = [
 #      test_ids that did not pass natively, the first FEATURE_IDS_LIMIT),
 #      ``not_passed_total``, and ``tests`` (the membership rule in words)), and ``changes``
 #      (``key``, ``title``, ``before``, ``now``: the areas whose status changed).
-JSON_FORMAT = 8
+#   9: ``features.claims_file`` (the ``--claims`` file, or null) and ``features.claims``
+#      (null without one): per claimed area, ``area`` (its key), ``claimed``, ``measured``
+#      (the status) and ``verdict`` (``agrees``, ``differs`` or ``not run``).
+JSON_FORMAT = 9
 #: Test ids listed per feature area in the JSON summary (the ones that did not pass).
 FEATURE_IDS_LIMIT = 100
 # HUD record versions: 1 first; 2 ``test_results.flaky`` and ``flaky_tests`` (capped too).
@@ -266,7 +270,16 @@ def _features_json(model: ReportModel) -> dict[str, Any]:
             {"key": row.key, "title": row.area.title, "before": row.before, "now": row.status}
             for row in matrix.changes
         ],
+        "claims_file": matrix.claims_file or None,
+        "claims": _claims_json(matrix) if matrix.claims_file else None,
     }
+
+
+def _claims_json(matrix: FeatureMatrix) -> list[dict[str, Any]]:
+    return [
+        {"area": row.key, "claimed": row.claimed, "measured": row.status, "verdict": row.verdict}
+        for row in matrix.claimed
+    ]
 
 
 def _features_markdown(matrix: FeatureMatrix) -> list[str]:
@@ -278,11 +291,15 @@ def _features_markdown(matrix: FeatureMatrix) -> list[str]:
             f"Changes since `{_code(matrix.before_run)}`: {changes or 'none'}.",
             "",
         ]
+    claims = bool(matrix.claims_file)
+    if claims:
+        lines += _claims_markdown(matrix)
     for group, title in (("feature", "area"), ("dtype", "dtypes")):
         lines += _table(
             [
                 title,
                 "status",
+                *(["claimed"] if claims else []),
                 *(["before"] if matrix.before_run else []),
                 "native pass",
                 "judged",
@@ -294,6 +311,7 @@ def _features_markdown(matrix: FeatureMatrix) -> list[str]:
                 [
                     row.area.title,
                     f"**{row.status}**" if row.changed else row.status,
+                    *([_claimed_cell(row)] if claims else []),
                     *([row.before or ""] if matrix.before_run else []),
                     row.rate,
                     row.judged,
@@ -303,11 +321,34 @@ def _features_markdown(matrix: FeatureMatrix) -> list[str]:
                 ]
                 for row in matrix.group(group)
             ],
-            align="ll" + "l" * bool(matrix.before_run) + "rrrrl",
+            align="ll" + "l" * (int(claims) + int(bool(matrix.before_run))) + "rrrrl",
         )
         lines.append("")
     lines.append(f"_{_line(rule_text())}_")
     return lines
+
+
+def _claims_markdown(matrix: FeatureMatrix) -> list[str]:
+    """The count of the claims' verdicts, and a line per claim the run contradicts."""
+    counts = matrix.verdict_counts()
+    differ = f"{counts['differs']} differ"
+    if counts["differs"]:
+        differ = f"**{differ}**"
+    lines = [
+        f"Claims of `{_code(matrix.claims_file)}` ({matrix.claims_mode} mode): "
+        f"{counts['agrees']} agree, {differ}, {counts['not run']} not run (not checked).",
+        "",
+    ]
+    if matrix.differences:
+        lines += [f"- {_line(difference(row))}" for row in matrix.differences] + [""]
+    return lines
+
+
+def _claimed_cell(row: FeatureRow) -> str:
+    """The claimed status in a row of the Markdown table: bold when the run differs."""
+    if row.claimed is None:
+        return ""
+    return f"**{row.claimed}** (differs)" if row.verdict == "differs" else row.claimed
 
 
 def _table(header: list[str], rows: list[list[Any]], align: str = "") -> list[str]:

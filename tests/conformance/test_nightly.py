@@ -91,3 +91,43 @@ def test_finish_names_the_shards_it_misses(tmp_path, capsys):
     assert main(["nightly", "finish", "--shards", "2", "--runs-root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "shard runs missing" in err and "emu-shard-1" in err and "cpu-shard-2" in err
+
+
+def test_finish_passes_the_claims_to_the_report_and_a_difference_exits_1(tmp_path, capsys):
+    """Shards written by hand (every test passing): ``--claims`` reaches the report, whose
+    claim that differs makes finish exit 1 after rendering; a bad file stops it first."""
+    from reports.synthetic import write_run
+    from tests.reports.conftest import frame_of, record, small_meta
+
+    runs = tmp_path / "runs"
+    for device in ("emu", "cpu"):
+        records = [
+            record(f"embedded/test_autocast.py::TestAutocast::test_autocast_{name}", "passed")
+            for name in ("mm", "conv")
+        ]
+        meta = small_meta(
+            f"{device}-shard-1", backend=device, shard="1/1", collected=2, expected=None
+        )
+        write_run(runs / f"{device}-shard-1", meta, frame_of(records))
+    claims = tmp_path / "claims.toml"
+    claims.write_text('[claims]\nautocast = "partial"\n', encoding="utf-8")
+    finish = ["nightly", "finish", "--shards", "1", "--modes", "eager", "--runs-root", str(runs)]
+    finish += ["--history", str(tmp_path / "history"), "--report", str(tmp_path / "report")]
+
+    assert main([*finish, "--claims", str(claims), "--run-id", "one"]) == 1
+    out = capsys.readouterr().out
+    assert f"--claims {claims}" in out
+    assert "differs: Autocast: claimed partial, measured supported" in out
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert summary["features"]["claims"] == [
+        {"area": "autocast", "claimed": "partial", "measured": "supported", "verdict": "differs"}
+    ]
+
+    claims.write_text('[claims]\nautocast = "supported"\n', encoding="utf-8")
+    assert main([*finish, "--claims", str(claims), "--run-id", "two"]) == 0
+    assert "claims: 1 agree, 0 differ" in capsys.readouterr().out
+
+    claims.write_text('[claims]\nautocast = "fine"\n', encoding="utf-8")
+    assert main([*finish, "--claims", str(claims), "--run-id", "three"]) == 2
+    assert f"{claims}:2: area 'autocast': status 'fine'" in capsys.readouterr().err
+    assert not (tmp_path / "history" / "nightly-three-emu").exists()  # stopped before merging

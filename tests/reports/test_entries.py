@@ -92,7 +92,7 @@ def test_markdown_and_json_give_the_same_numbers(report: Path) -> None:
     ]
     assert "| `aten::lgamma.out` | 5 | 3 | lgamma |" in text
     data = json.loads((report / "summary.json").read_text(encoding="utf-8"))
-    assert data["meta"]["format"] == 8
+    assert data["meta"]["format"] == 9
     assert data["expected_failures_by_entry"] == [
         {
             "entry": CAUSE,
