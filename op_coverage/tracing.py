@@ -30,18 +30,22 @@ mode returned a tensor that was not a view of its input when traced, and one whe
 
 Ops that ran on the backend's CPU fallback come from the backend itself
 (``fallback_counts()``), compared before and after the block.
+
+A test may run ops in other processes (the ranks of a distributed test): those trace their
+own part with :func:`trace_ops` for the device :func:`tracing_device` names, and the test
+process adds what they saw to its trace with :func:`note_ops`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from op_coverage.names import normalize_overload, overload_of
 
-__all__ = ["OpTrace", "trace_ops"]
+__all__ = ["OpTrace", "note_ops", "trace_ops", "tracing_device"]
 
 _NOT_TRACED_BY_DEFAULT = ("cpu", "meta")
 
@@ -129,7 +133,26 @@ def _make_mode(device_type: str | None) -> Any:
 
     recorder = _Recorder()
     recorder.seen = seen
+    recorder.device_type = device_type
+    recorder.noted = set()  # overloads other processes of the test dispatched (note_ops)
     return recorder
+
+
+#: The recorders of the traces open in this process, innermost last.
+_open: list[Any] = []
+
+
+def tracing_device() -> tuple[bool, str | None]:
+    """(whether a trace is open in this process, the device type it traces)."""
+    return (True, _open[-1].device_type) if _open else (False, None)
+
+
+def note_ops(overloads: Iterable[str]) -> None:
+    """Add ATen overloads another process of the test dispatched on the traced device (as
+    its own trace named them) to every trace open here."""
+    names = {normalize_overload(name) for name in overloads}
+    for recorder in _open:
+        recorder.noted.update(names)
 
 
 def _untraced_call(func: Any) -> Callable[..., Any]:
@@ -198,11 +221,14 @@ def trace_ops(
     trace = OpTrace(device_type)
     before = _fallback_snapshot(fallback_counts)
     mode = _make_mode(device_type)
+    _open.append(mode)
     try:
         with mode:
             yield trace
     finally:
-        trace.ops = sorted({overload_of(func) for func in mode.seen if func.namespace == "aten"})
+        _open.remove(mode)
+        seen = {overload_of(func) for func in mode.seen if func.namespace == "aten"}
+        trace.ops = sorted(seen | mode.noted)
         after = _fallback_snapshot(fallback_counts)
         trace.fallback = sorted(
             normalize_overload(op) for op, count in after.items() if count > before.get(op, 0)

@@ -58,6 +58,8 @@ import torch.distributed as dist
 import torch.multiprocessing
 from torch.testing._internal.common_distributed import TEST_SKIPS, MultiProcessTestCase
 
+from op_coverage.tracing import note_ops, trace_ops, tracing_device
+
 __all__ = [
     "GROUP_TIMEOUT_S",
     "START_ENV",
@@ -160,14 +162,18 @@ def _find_class(key: tuple[str, str, str, str]) -> type:
     raise LookupError(f"no {name} (from {generic}, for {device_type}) in {module_name}")
 
 
-def _rank_main(key, rank: int, test_name: str, file_name: str, parent_pipe) -> None:
-    """A rank's entry point (a module function, so a fresh interpreter can unpickle it)."""
+def _rank_main(
+    key, rank: int, test_name: str, file_name: str, parent_pipe, trace: tuple[bool, str | None]
+) -> None:
+    """A rank's entry point (a module function, so a fresh interpreter can unpickle it).
+    ``trace``: whether the test process traces ops (``--trace-ops``), and on which device
+    type; the rank then traces its own and sends them."""
     try:
         cls = _find_class(key)
     except BaseException:
         parent_pipe.send(("error", traceback.format_exc()))
         raise
-    cls._run(rank, test_name, file_name, parent_pipe)
+    cls._run(rank, test_name, file_name, parent_pipe, trace=trace)
 
 
 def _limit_s() -> float:
@@ -248,6 +254,7 @@ class RankTestCase(MultiProcessTestCase):
     def run_ranks(self) -> None:
         """Start the ranks of this test, wait for them, and turn their ends into an outcome."""
         method = os.environ.get(START_ENV, "").strip() or "forkserver"
+        self._received: dict[int, tuple[str, str]] = {}  # rank -> its skip or error
         self._start_processes(_context(method, type(self).__module__).Process)
         try:
             self._wait_for_ranks()
@@ -282,6 +289,7 @@ class RankTestCase(MultiProcessTestCase):
                 killed = self._kill_ranks()
                 break
             if now - start > limit:
+                self._drain()
                 self._get_timedout_process_traceback()
                 self._kill_ranks()
                 raise RuntimeError(
@@ -290,19 +298,33 @@ class RankTestCase(MultiProcessTestCase):
                     f"{', '.join(str(i) for i, c in enumerate(codes) if c is None)})\n"
                     f"timed out after {limit:g} s"
                 )
+            self._drain()
             time.sleep(0.02)
         codes = [None if r in killed else p.exitcode for r, p in enumerate(self.processes)]
+        self._drain()
         self._judge(codes, time.monotonic() - start)
 
+    def _drain(self, wait_s: float = 0.0) -> None:
+        """Read what the ranks sent so far: the ops a traced rank dispatched go to the test
+        process's trace (op_coverage.tracing.note_ops); a rank's skip or error is kept for
+        the verdict. Read while the ranks run, so none blocks on a full pipe."""
+        received = self._received
+        for rank, process in enumerate(self.processes):
+            pipe = self.pid_to_pipe[process.pid]
+            try:
+                while pipe.poll(wait_s):
+                    kind, payload = pipe.recv()
+                    if kind == "ops":
+                        note_ops(payload)
+                    else:
+                        received.setdefault(rank, (kind, payload))
+            except (EOFError, OSError, ValueError, TypeError):
+                continue
+
     def _message(self, rank: int) -> tuple[str, str]:
-        pipe = self.pid_to_pipe[self.processes[rank].pid]
-        try:
-            if pipe.poll(0.1):
-                kind, text = pipe.recv()
-                return kind, text
-        except (EOFError, OSError, ValueError, TypeError):
-            pass
-        return "", ""
+        """The skip or error a rank sent, ("", "") when it sent none."""
+        self._drain(0.1)
+        return self._received.get(rank, ("", ""))
 
     def _judge(self, codes: list[int | None], elapsed: float) -> None:
         """``codes``: each rank's exit code, None for a rank killed after another failed."""
@@ -353,6 +375,7 @@ class RankTestCase(MultiProcessTestCase):
         self = cls(test_name)
         self.rank = rank
         self.file_name = file_name
+        self._trace = kwargs.get("trace", (False, None))
         self.run_test(test_name, parent_pipe)
 
     def run_test(self, test_name: str, parent_pipe) -> None:
@@ -366,8 +389,12 @@ class RankTestCase(MultiProcessTestCase):
         )
         listener.start()
         code = 0
+        traced, device_type = getattr(self, "_trace", (False, None))
+        tracer = trace_ops(device_type) if traced else contextlib.nullcontext()
+        trace = None
         try:
-            getattr(self, test_name)()
+            with tracer as trace:
+                getattr(self, test_name)()
         except unittest.SkipTest as skip:
             parent_pipe.send(("skip", str(skip)))
             code = _SKIP_CODE
@@ -377,6 +404,9 @@ class RankTestCase(MultiProcessTestCase):
         finally:
             signal_send.send(None)
             listener.join(timeout=5)
+            if traced and trace is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    parent_pipe.send(("ops", trace.ops))
         if code != _ERROR_CODE:
             self._leave_together()
         if dist.is_initialized():
@@ -437,6 +467,7 @@ class RankTestCase(MultiProcessTestCase):
                     self._current_test_name(),
                     self.file_name,
                     child_conn,
+                    tracing_device(),
                 ),
             )
             process.start()

@@ -96,3 +96,19 @@ def test_profiling_leaves_every_outcome_as_it_is(plain):
     assert len(passed) > 50 and len(passed - profiled) <= len(passed) // 100, passed - profiled
     assert profiled <= set(records["test_id"])
     assert profile["op"].str.startswith("aten::").any() and (profile["calls"] > 0).all()
+
+
+@pytest.mark.slow
+def test_op_tracing_reaches_the_ranks_of_distributed_tests(tmp_path):
+    # A distributed test's ops run in its ranks: the ranks trace their own and the test
+    # process records them, and the outcomes stay as they are.
+    pytest.importorskip("torch_emu")
+    selection = ("--suite", "embedded:smoke", "--", "-k", "ddp or all_gather_into_tensor")
+    plain = _outcomes(tmp_path, "plain", selection)
+    traced = _outcomes(tmp_path, "traced", selection, "--trace-ops")
+    assert len(plain) >= 6
+    assert _differences(plain, traced) == {}
+    _, frame = read_run(tmp_path / "runs" / "traced")
+    ops = dict(zip(frame["test_id"], frame["ops_dispatched"], strict=True))
+    ddp = [test_id for test_id in ops if "test_ddp" in test_id]
+    assert ddp and all("aten::addmm" in ops[test_id] for test_id in ddp), ops
