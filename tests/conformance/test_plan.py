@@ -92,13 +92,25 @@ def test_each_shard_gets_its_legs_and_the_calibrated_wall_time(tmp_path: Path) -
         assert shard.legs["eager"] == pytest.approx(30 + 125, rel=0.02)
         assert shard.legs["compile"] == pytest.approx(30 + 375, rel=0.02)
     # Baseline on demand: only the 40 failures, at cpu's 0.1 s each, after cpu's start-up
-    # (one cpu run: too few for a line, so the eager leg's start-up and a ratio).
+    # (one cpu run: too few for a line, so what it spent beyond its test time is start-up).
     assert plan.legs["baseline"].startup_s == pytest.approx(30, abs=0.5)
     assert sum(s.legs["baseline"] for s in plan.shards) == pytest.approx(
         2 * 30 + 40 * 0.1 / 2, rel=0.02
     )
     assert plan.slowest / plan.mean < 1.02
     assert not plan.too_long
+
+
+def test_one_recorded_run_makes_its_overhead_each_shards_start_up(tmp_path: Path) -> None:
+    # A shard of the same files collects them all, whatever its size: the 85 s a run spent
+    # beyond its test time over its workers is paid whole by each shard, not shared out.
+    times = times_of(600, 1.0)
+    run = write_run(tmp_path, "one", times, wall_s=85 + 300)
+    plan = make_plan([run], 2, device="emu", workers=2)
+    assert plan.legs["eager"].calibrated_on == 1
+    assert plan.legs["eager"].startup_s == pytest.approx(85)
+    for shard in plan.shards:
+        assert shard.legs["eager"] == pytest.approx(85 + shard.tests / 2, rel=0.02)
 
 
 def test_a_test_longer_than_a_shards_share_is_named(tmp_path: Path) -> None:
