@@ -104,6 +104,14 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "test_runtime_serialization",
         "test_runtime_pinned_memory",
     ),
+    "test_layouts.py": (
+        "test_sparse_coo",
+        "test_sparse_csr",
+        "test_nested_tensor_strided",
+        "test_nested_tensor_jagged",
+        "test_quantize_per_tensor",
+        "test_quantize_per_channel",
+    ),
     "test_optim.py": (
         "test_step_matches_cpu",
         "test_foreach_matches_forloop",

@@ -395,7 +395,8 @@ _DTYPES: dict[str, dict[str, tuple[OpDTypes, tuple[torch.dtype, ...] | None]]] =
         }
         for name in COLLECTIVE_TEMPLATES
     },
-    # The profiler's workloads and the runtime's checks are fixed programs: no dtype parameter.
+    # The profiler's workloads, the runtime's checks and the layouts' (float32 tensors in a
+    # sparse, nested or quantized layout) are fixed programs: no dtype parameter.
     **{
         name: {s: (OpDTypes.none, None) for s in SELECTIONS}
         for name in (
@@ -412,6 +413,12 @@ _DTYPES: dict[str, dict[str, tuple[OpDTypes, tuple[torch.dtype, ...] | None]]] =
             "test_runtime_rng",
             "test_runtime_serialization",
             "test_runtime_pinned_memory",
+            "test_sparse_coo",
+            "test_sparse_csr",
+            "test_nested_tensor_strided",
+            "test_nested_tensor_jagged",
+            "test_quantize_per_tensor",
+            "test_quantize_per_channel",
         )
     },
     "test_barrier": {s: (OpDTypes.none, None) for s in SELECTIONS},

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.embedded import TEMPLATES
 from conformance.model import ResultRecord
 from reports.build import build_model
 from reports.features import (
@@ -235,6 +236,45 @@ def test_a_failure_refused_as_a_feature_joins_that_feature_row() -> None:
     # Out of the dense rows: eager operators and float32 pass on what is left.
     assert rows["eager_ops"].status == "supported" and rows["eager_ops"].judged == 1
     assert rows["dtype_floating"].status == "supported"
+
+
+def test_the_embedded_layout_templates_land_in_their_rows_only() -> None:
+    # The names in the embedded suite's template list place the tests: renaming one must
+    # not move it out of its row (to read `not run`) or into a dense row.
+    rows = {
+        "test_sparse_coo": "sparse",
+        "test_sparse_csr": "sparse",
+        "test_nested_tensor_strided": "nested",
+        "test_nested_tensor_jagged": "nested",
+        "test_quantize_per_tensor": "quantization",
+        "test_quantize_per_channel": "quantization",
+    }
+    assert set(TEMPLATES["test_layouts.py"]) == set(rows)
+    layouts = "embedded/test_layouts.py::TestLayouts::"
+    passing = [record(layouts + name, "passed", template=name) for name in rows]
+    assert members(passing) == {
+        area: {layouts + name for name, row in rows.items() if row == area}
+        for area in ("sparse", "nested", "quantization")
+    }
+    # As emu ends them: refused, but for the jagged layout, which passes.
+    entry = "skiplists/data/emu/base.toml:1"
+    refused = [
+        record(layouts + name, "xfailed", category, template=name, detail=detail, skip_entry=entry)
+        for name, category, detail in (
+            ("test_sparse_coo", "unsupported_feature", "sparse"),
+            ("test_sparse_csr", "unsupported_feature", "sparse"),
+            ("test_nested_tensor_strided", "unsupported_feature", "nested"),
+            ("test_quantize_per_tensor", "missing_lowering", "aten::quantize_per_tensor"),
+            ("test_quantize_per_channel", "unsupported_feature", "per_channel_quant"),
+        )
+    ]
+    emu = rows_of([*refused, passing[3]])
+    assert {key: (emu[key].status, emu[key].refused) for key in set(rows.values())} == {
+        "sparse": ("unsupported", 2),
+        "nested": ("unsupported", 1),
+        "quantization": ("unsupported", 2),
+    }
+    assert all(row.status == "not run" for key, row in emu.items() if key not in rows.values())
 
 
 # -- What counts -------------------------------------------------------------------------------
