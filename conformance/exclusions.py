@@ -13,14 +13,12 @@ a file listed twice is a ConfigError naming the file, the line, the entry and th
 
 from __future__ import annotations
 
-import difflib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from conformance.errors import ConfigError
-from skiplists.tomllines import Section, scan
+from skiplists.tomllines import Section, at, did_you_mean, error_line, scan
 
 try:  # the standard library's parser where there is one (3.11+)
     import tomllib as _toml
@@ -65,7 +63,7 @@ def parse_exclusions(text: str, path: Path | str = "<exclusions>") -> tuple[Excl
         if not isinstance(document, dict):  # tomlkit's document on the fallback path
             document = document.unwrap()
     except (_TomlError, ValueError) as exc:
-        raise ConfigError(f"TOML syntax error: {exc}", where=_at(path, _error_line(exc))) from None
+        raise ConfigError(f"TOML syntax error: {exc}", where=at(path, error_line(exc))) from None
     sections = scan(text)
     for key in document:
         if key != _TABLE:
@@ -73,7 +71,7 @@ def parse_exclusions(text: str, path: Path | str = "<exclusions>") -> tuple[Excl
             line = header or sections[0].keys.get(key, 0)
             raise ConfigError(
                 f"unknown top-level key {key!r}; the file holds only [[{_TABLE}]] entries",
-                where=_at(path, line),
+                where=at(path, line),
             )
     tables = document.get(_TABLE, [])
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
@@ -90,7 +88,7 @@ def parse_exclusions(text: str, path: Path | str = "<exclusions>") -> tuple[Excl
             raise ConfigError(
                 f"[[{_TABLE}]] entry {index}, field 'file': {entry.file!r} is already excluded "
                 f"by entry {seen[entry.file]}",
-                where=_at(path, entry.line),
+                where=at(path, entry.line),
             )
         seen[entry.file] = index
         entries.append(entry)
@@ -99,13 +97,12 @@ def parse_exclusions(text: str, path: Path | str = "<exclusions>") -> tuple[Excl
 
 def _entry(table: dict[str, Any], index: int, section: Section, path: Path | str) -> Exclusion:
     def fail(field: str, message: str) -> ConfigError:
-        where = _at(path, section.keys.get(field, section.line))
+        where = at(path, section.keys.get(field, section.line))
         return ConfigError(f"[[{_TABLE}]] entry {index}, field {field!r}: {message}", where=where)
 
     for key in table:
         if key not in ENTRY_KEYS:
-            close = difflib.get_close_matches(key, ENTRY_KEYS, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = did_you_mean(key, ENTRY_KEYS)
             raise fail(key, f"unknown key{hint}; allowed: {', '.join(ENTRY_KEYS)}")
     values = {}
     for key in ENTRY_KEYS:
@@ -122,15 +119,3 @@ def _entry(table: dict[str, Any], index: int, section: Section, path: Path | str
     return Exclusion(
         file=file, reason=values["reason"], line=section.keys.get("file", section.line)
     )
-
-
-def _at(path: Path | str, line: int) -> str:
-    return f"{path}:{line}" if line else str(path)
-
-
-def _error_line(exc: Exception) -> int:
-    line = getattr(exc, "lineno", None) or getattr(exc, "line", None)
-    if isinstance(line, int):
-        return line
-    found = re.search(r"line (\d+)", str(exc))
-    return int(found.group(1)) if found else 0

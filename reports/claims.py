@@ -25,8 +25,6 @@ no test of the area was judged (the claim is not checked).
 
 from __future__ import annotations
 
-import difflib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +32,7 @@ from typing import Any
 from conformance.errors import ConfigError
 from conformance.model import MODES
 from reports.features import AREAS, FeatureMatrix, FeatureRow
-from skiplists.tomllines import Section, scan
+from skiplists.tomllines import Section, at, did_you_mean, error_line, scan
 
 try:  # the standard library's parser where there is one (3.11+)
     import tomllib as _toml
@@ -92,17 +90,17 @@ def parse_claims(text: str, path: str | Path = "<claims>") -> Claims:
             document = document.unwrap()
     except (_TomlError, ValueError) as exc:
         raise ConfigError(
-            f"not a valid TOML claims file: {exc}", where=_at(path, _error_line(exc))
+            f"not a valid TOML claims file: {exc}", where=at(path, error_line(exc))
         ) from None
     sections = scan(text)
 
     def fail(message: str, table: str, key: str = "") -> ConfigError:
-        return ConfigError(message, where=_at(path, _line(sections, table, key)))
+        return ConfigError(message, where=at(path, _line(sections, table, key)))
 
     for key in document:
         if key != _TABLE:
             raise fail(
-                f"unknown top-level key {key!r}{_did_you_mean(key, [_TABLE])}; the file holds "
+                f"unknown top-level key {key!r}{did_you_mean(key, [_TABLE])}; the file holds "
                 f"one [{_TABLE}] table of area = status",
                 "",
                 key,
@@ -127,7 +125,7 @@ def parse_claims(text: str, path: str | Path = "<claims>") -> Claims:
             by_mode[key] = claims_in(value, f"{_TABLE}.{key}")
         else:
             raise fail(
-                f"unknown mode table [{_TABLE}.{key}]{_did_you_mean(key, MODES)}; "
+                f"unknown mode table [{_TABLE}.{key}]{did_you_mean(key, MODES)}; "
                 f"modes: {', '.join(MODES)}",
                 _TABLE,
                 key,
@@ -141,13 +139,12 @@ def _problem(area: str, value: Any) -> str:
     """What is wrong with claiming ``value`` for ``area``; "" when nothing is."""
     if area not in _AREA_KEYS:
         return (
-            f"unknown area {area!r}{_did_you_mean(area, _AREA_KEYS)}; areas: "
-            f"{', '.join(_AREA_KEYS)}"
+            f"unknown area {area!r}{did_you_mean(area, _AREA_KEYS)}; areas: {', '.join(_AREA_KEYS)}"
         )
     if value == "not run":
         return f"area {area!r}: 'not run' is a run's status, not a claim; leave the area out"
     if not isinstance(value, str) or value not in CLAIMABLE:
-        hint = _did_you_mean(value, CLAIMABLE) if isinstance(value, str) else ""
+        hint = did_you_mean(value, CLAIMABLE) if isinstance(value, str) else ""
         return f"area {area!r}: status {value!r}{hint} is not one of {', '.join(CLAIMABLE)}"
     return ""
 
@@ -187,20 +184,3 @@ def _line(sections: list[Section], table: str, key: str) -> int:
     # A table written inline (`compile = {...}`) or as a dotted key: that key's line.
     parent, _, child = table.rpartition(".")
     return header or _line(sections, parent, child)
-
-
-def _did_you_mean(word: str, choices: tuple[str, ...] | list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _at(path: str | Path, line: int) -> str:
-    return f"{path}:{line}" if line else str(path)
-
-
-def _error_line(exc: Exception) -> int:
-    line = getattr(exc, "lineno", None) or getattr(exc, "line", None)
-    if isinstance(line, int):
-        return line
-    found = re.search(r"line (\d+)", str(exc))
-    return int(found.group(1)) if found else 0

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import difflib
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -48,7 +47,7 @@ from skiplists.entry import (
     specificity,
 )
 from skiplists.errors import SkiplistError
-from skiplists.tomllines import Section, scan
+from skiplists.tomllines import Section, did_you_mean, error_line, scan
 
 try:  # the C-speed parser where the standard library has one (3.11+)
     import tomllib as _toml
@@ -126,7 +125,7 @@ def parse_text(
         if not isinstance(document, dict):  # tomlkit's document on the fallback path
             document = document.unwrap()
     except _TomlError as exc:
-        raise SkiplistError(f"TOML syntax error: {exc}", file=path, line=_error_line(exc)) from None
+        raise SkiplistError(f"TOML syntax error: {exc}", file=path, line=error_line(exc)) from None
     except (ValueError, RecursionError) as exc:  # the parser's own limits
         raise SkiplistError(f"TOML syntax error: {exc}", file=path, line=0) from None
     sections = scan(text)
@@ -255,7 +254,7 @@ def _entry(
             "category",
         )
     if category not in CATEGORIES:
-        hint = _did_you_mean(category, CATEGORIES)
+        hint = did_you_mean(category, CATEGORIES)
         raise fail(
             f"{category!r} is not a category{hint}; see conformance.model.CATEGORIES", "category"
         )
@@ -311,7 +310,7 @@ def _cause(table: Mapping[str, Any], fail: Any, text: Any) -> tuple[str, str]:
         return cause, "unsupported_feature"
     if cause in TORCH_LIMITATIONS:
         return cause, "torch_limitation"
-    hint = _did_you_mean(cause, (*FEATURES, *TORCH_LIMITATIONS))
+    hint = did_you_mean(cause, (*FEATURES, *TORCH_LIMITATIONS))
     raise fail(
         f"{cause!r} is neither an operator overload ('aten::cumsum.out'), a feature "
         f"({', '.join(FEATURES)}) nor a torch limitation ({', '.join(TORCH_LIMITATIONS)}){hint}",
@@ -421,7 +420,7 @@ def _review(table: Mapping[str, Any], fail: Any) -> dt.date | None:
 
 
 def _unknown(key: str, allowed: Sequence[str], path: Path, line: int, what: str) -> None:
-    hint = _did_you_mean(key, allowed)
+    hint = did_you_mean(key, allowed)
     raise SkiplistError(
         f"{key!r} is not {what}{hint}; allowed: {', '.join(allowed)}",
         file=path,
@@ -430,22 +429,9 @@ def _unknown(key: str, allowed: Sequence[str], path: Path, line: int, what: str)
     )
 
 
-def _did_you_mean(word: str, choices: Sequence[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def _top_line(sections: list[Section], key: str) -> int:
     return sections[0].keys.get(key) or _section_line(sections, key)
 
 
 def _section_line(sections: list[Section], name: str) -> int:
     return next((s.line for s in sections if s.name == name), 1)
-
-
-def _error_line(exc: Exception) -> int:
-    line = getattr(exc, "lineno", None)
-    if isinstance(line, int):
-        return line
-    found = re.search(r"line (\d+)", str(exc))
-    return int(found.group(1)) if found else 0

@@ -1,4 +1,5 @@
-"""Line numbers for TOML tables and keys, which TOML parsers do not report.
+"""Line numbers for TOML tables and keys, which TOML parsers do not report, and the small
+helpers every strict TOML reader of the project shares to name where a value went wrong.
 
 The scanner walks the text once and follows string state (basic, literal and both
 multi-line forms), so a ``[[skip]]`` written inside a multi-line string is not taken for a
@@ -7,10 +8,12 @@ header. It never raises: the parser proper reports syntax errors, this only loca
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Section", "scan"]
+__all__ = ["Section", "at", "did_you_mean", "error_line", "scan"]
 
 _HEADER = re.compile(r"\s*(\[\[?)\s*([^\]]*?)\s*\]\]?")
 _KEY = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)\s*[.=]""")
@@ -108,3 +111,24 @@ def _skip_string(line: str, index: int, quote: str) -> int:
             return index + 1
         index += 1
     return index
+
+
+def at(path: object, line: int) -> str:
+    """``path:line``, or the path alone when the line is not known (0)."""
+    return f"{path}:{line}" if line else str(path)
+
+
+def error_line(exc: Exception) -> int:
+    """The line a TOML parser's error names (tomllib's ``lineno``, tomlkit's ``line``, or
+    ``line N`` in its message), 0 when it names none."""
+    line = getattr(exc, "lineno", None) or getattr(exc, "line", None)
+    if isinstance(line, int):
+        return line
+    found = re.search(r"line (\d+)", str(exc))
+    return int(found.group(1)) if found else 0
+
+
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``choices``, "" when none is close."""
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
