@@ -32,6 +32,7 @@ from conformance.embedded import (
     DEFAULT_SELECTION,
     SELECTION_ENV,
     SELECTIONS,
+    TEMPLATES,
 )
 from conformance.embedded._autocast import POLICIES, cases
 from conformance.errors import ConfigError
@@ -399,27 +400,8 @@ _DTYPES: dict[str, dict[str, tuple[OpDTypes, tuple[torch.dtype, ...] | None]]] =
     # sparse, nested or quantized layout) are fixed programs: no dtype parameter.
     **{
         name: {s: (OpDTypes.none, None) for s in SELECTIONS}
-        for name in (
-            "test_profiler_device_events",
-            "test_profiler_input_shapes",
-            "test_profiler_with_stack",
-            "test_profiler_chrome_trace",
-            "test_profiler_memory",
-            "test_runtime_device_selection",
-            "test_runtime_synchronize",
-            "test_runtime_streams",
-            "test_runtime_events",
-            "test_runtime_memory",
-            "test_runtime_rng",
-            "test_runtime_serialization",
-            "test_runtime_pinned_memory",
-            "test_sparse_coo",
-            "test_sparse_csr",
-            "test_nested_tensor_strided",
-            "test_nested_tensor_jagged",
-            "test_quantize_per_tensor",
-            "test_quantize_per_channel",
-        )
+        for file in ("test_profiler.py", "test_runtime.py", "test_layouts.py")
+        for name in TEMPLATES[file]
     },
     "test_barrier": {s: (OpDTypes.none, None) for s in SELECTIONS},
     # FSDP2, tensor and pipeline parallelism train a float32 MLP: no dtype parameter.
