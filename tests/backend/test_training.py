@@ -116,3 +116,24 @@ def torch_emu_fallbacks():
     import torch_emu
 
     return torch_emu.fallback_counts()
+
+
+def test_transformer_inference_fast_path_equals_cpu(no_fallback):
+    # In eval mode without grad, TransformerEncoderLayer and MultiheadAttention take their
+    # fused kernels (_transformer_encoder_layer_fwd, _native_multi_head_attention).
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True).eval()
+    attention = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    x = torch.randn(2, 3, 8)
+    padding = torch.tensor([[False, False, True], [False, False, False]])
+    with torch.no_grad():
+        expected = layer(x, src_key_padding_mask=padding)
+        expected_attention = attention(x, x, x)[0]
+        layer.to("emu")
+        attention.to("emu")
+        device_x = x.to("emu")
+        actual = layer(device_x, src_key_padding_mask=padding.to("emu"))
+        actual_attention = attention(device_x, device_x, device_x)[0]
+    assert actual.device.type == "emu"
+    torch.testing.assert_close(actual.cpu(), expected, equal_nan=True)
+    torch.testing.assert_close(actual_attention.cpu(), expected_attention)

@@ -35,6 +35,8 @@ lower("aten::softplus", "aten::softplus.out")
 lower("aten::softplus_backward", "aten::softplus_backward.grad_input")
 
 lower("aten::native_layer_norm", "aten::native_layer_norm_backward")
+# nn.TransformerEncoderLayer's and nn.MultiheadAttention's inference fast path.
+lower("aten::_transformer_encoder_layer_fwd", "aten::_native_multi_head_attention")
 lower("aten::native_batch_norm_backward")
 lower("aten::_native_batch_norm_legit.no_stats")
 
