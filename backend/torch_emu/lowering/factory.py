@@ -55,3 +55,7 @@ def _index_factory(name: str):
 
 _index_factory("triu_indices")
 _index_factory("tril_indices")
+
+# Samplers of distributions (Gamma, Dirichlet, Poisson, binomial), drawn the same way.
+lower("aten::_standard_gamma", "aten::_sample_dirichlet", "aten::poisson", "aten::binomial")
+lower("aten::range.out")

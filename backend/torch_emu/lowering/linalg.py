@@ -59,3 +59,5 @@ lower("aten::geqrf.a")
 lower("aten::linalg_eigvals.out")
 # Weight-only int8 quantized matmul (per output channel scales), as the CPU runs it.
 lower("aten::_weight_int8pack_mm")
+lower("aten::_int_mm", "aten::_int_mm.out")
+lower("aten::_compute_linear_combination", "aten::_compute_linear_combination.out")

@@ -241,6 +241,7 @@ lower(
     "aten::glu_backward",
     "aten::glu_backward.grad_input",
     "aten::glu_jvp",
+    "aten::glu_backward_jvp",
 )
 lower("aten::hardswish", "aten::hardswish.out", "aten::hardswish_", "aten::hardswish_backward")
 lower(
@@ -306,3 +307,12 @@ lower("aten::_native_batch_norm_legit.no_stats_out")
 lower("aten::adaptive_max_pool3d_backward", "aten::adaptive_max_pool3d_backward.grad_input")
 lower("aten::_upsample_bicubic2d_aa", "aten::_upsample_bicubic2d_aa.out")
 lower("aten::_upsample_bicubic2d_aa_backward", "aten::_upsample_bicubic2d_aa_backward.grad_input")
+lower("aten::_upsample_lanczos2d_aa.out", "aten::_upsample_lanczos2d_aa_backward.grad_input")
+lower("aten::adaptive_avg_pool2d.out", "aten::adaptive_avg_pool3d.out")
+lower("aten::adaptive_avg_pool3d_backward.grad_input")
+lower("aten::multilabel_margin_loss_forward.output")
+lower("aten::_masked_softmax", "aten::_masked_softmax_backward")
+lower("aten::_weight_norm_interface", "aten::_weight_norm_interface_backward")
+lower("aten::batch_norm_update_stats")
+lower("aten::_embedding_bag_dense_backward")
+lower("aten::_transform_bias_rescale_qkv")

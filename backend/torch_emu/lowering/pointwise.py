@@ -280,3 +280,9 @@ lower("aten::__lshift__.Scalar", "aten::__lshift__.Tensor")
 lower("aten::__ilshift__.Scalar", "aten::__ilshift__.Tensor")
 lower("aten::__rshift__.Scalar", "aten::__rshift__.Tensor")
 lower("aten::__irshift__.Scalar", "aten::__irshift__.Tensor")
+
+# Fused kernels the CPU and CUDA have of their own (no composite to fall back on).
+lower("aten::_add_relu.Tensor", "aten::_add_relu.Scalar", "aten::_add_relu.out")
+lower("aten::_add_relu_.Tensor", "aten::_add_relu_.Scalar")
+lower("aten::_standard_gamma_grad", "aten::_dirichlet_grad")
+lower("aten::_assert_async", "aten::_assert_async.msg")

@@ -57,3 +57,4 @@ lower("aten::_histogramdd_from_bin_cts", "aten::_histogramdd_from_bin_tensors")
 lower(
     "aten::histogram.bins_tensor", "aten::histogram.bins_tensor_out", "aten::histogram.bin_ct_out"
 )
+lower("aten::_aminmax", "aten::_aminmax.dim")

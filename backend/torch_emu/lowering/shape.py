@@ -24,3 +24,5 @@ lower("aten::bucketize.Tensor", "aten::bucketize.Scalar", "aten::bucketize.Tenso
 lower("aten::repeat_interleave.Tensor")
 lower("aten::complex.out")
 lower("aten::unfold_backward")
+lower("aten::narrow_copy.out")
+lower("aten::unique_dim_consecutive")
