@@ -10,7 +10,7 @@ import torch
 
 from torch_emu import plants
 from torch_emu.lowering.kernels import derived_kernel, device_generator_state, on_device
-from torch_emu.lowering.registry import lower, lowering
+from torch_emu.lowering.registry import lower, lowering, resolve
 
 lower("aten::_softmax", "aten::_softmax.out")
 lower("aten::_log_softmax", "aten::_log_softmax.out")
@@ -289,6 +289,27 @@ lower("aten::_pdist_forward", "aten::_pdist_backward")
 lower("aten::_embedding_bag_forward_only")
 lower("aten::_embedding_bag", "aten::_embedding_bag_backward")
 lower("aten::native_group_norm_backward")
+_native_group_norm_cpu = derived_kernel(resolve("aten::native_group_norm"))
+
+
+def _dense_in_own_format(t: torch.Tensor | None) -> torch.Tensor | None:
+    """``t`` itself if dense in the contiguous or its channels-last format, else a contiguous copy."""
+    if t is None or t.is_contiguous():
+        return t
+    for dim, fmt in ((4, torch.channels_last), (5, torch.channels_last_3d)):
+        if t.dim() == dim and t.is_contiguous(memory_format=fmt):
+            return t
+    return t.contiguous()
+
+
+@lowering("aten::native_group_norm")
+def _native_group_norm(input, weight, bias, *sizes_group_eps):
+    # The CPU kernel refuses an input that is not dense in its memory format (the CPU's
+    # own group_norm makes it so first); accelerators take any strides.
+    dense = _dense_in_own_format
+    return _native_group_norm_cpu(dense(input), dense(weight), dense(bias), *sizes_group_eps)
+
+
 lower("aten::_upsample_nearest_exact2d", "aten::_upsample_nearest_exact2d.out")
 lower(
     "aten::_upsample_nearest_exact2d_backward",
