@@ -34,7 +34,48 @@ lower("aten::elu_backward", "aten::elu_backward.grad_input")
 lower("aten::softplus", "aten::softplus.out")
 lower("aten::softplus_backward", "aten::softplus_backward.grad_input")
 
-lower("aten::native_layer_norm", "aten::native_layer_norm_backward")
+_native_layer_norm_cpu = derived_kernel(resolve("aten::native_layer_norm"))
+_native_layer_norm_backward_cpu = derived_kernel(resolve("aten::native_layer_norm_backward"))
+_REDUCED_FLOATS = (torch.float16, torch.bfloat16)
+
+
+def _as_float(t: torch.Tensor | None) -> torch.Tensor | None:
+    return None if t is None else t.float()
+
+
+@lowering("aten::native_layer_norm")
+def _native_layer_norm(input, normalized_shape, weight, bias, eps):
+    """Half and bfloat16 are normalized in float32 and give float32 statistics, as
+    accelerators (and torch's meta function for any device but the CPU) do; the CPU's
+    kernel gives them in the input's dtype."""
+    if input.dtype not in _REDUCED_FLOATS:
+        return _native_layer_norm_cpu(input, normalized_shape, weight, bias, eps)
+    out, mean, rstd = _native_layer_norm_cpu(
+        input.float(), normalized_shape, _as_float(weight), _as_float(bias), eps
+    )
+    return out.to(input.dtype), mean, rstd
+
+
+@lowering("aten::native_layer_norm_backward")
+def _native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, mask):
+    if input.dtype not in _REDUCED_FLOATS and mean.dtype == input.dtype:
+        return _native_layer_norm_backward_cpu(
+            grad_out, input, normalized_shape, mean, rstd, weight, bias, mask
+        )
+    grads = _native_layer_norm_backward_cpu(
+        grad_out.float(),
+        input.float(),
+        normalized_shape,
+        mean.float(),
+        rstd.float(),
+        _as_float(weight),
+        _as_float(bias),
+        mask,
+    )
+    like = (input, weight, bias)
+    return tuple(None if g is None else g.to(t.dtype) for g, t in zip(grads, like, strict=True))
+
+
 # nn.TransformerEncoderLayer's and nn.MultiheadAttention's inference fast path.
 lower("aten::_transformer_encoder_layer_fwd", "aten::_native_multi_head_attention")
 lower("aten::native_batch_norm_backward")
