@@ -3,10 +3,24 @@ serialization, zero-size tensors and allocator statistics."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import gc
 import io
 
 import torch
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Collect garbage left by earlier tests, then keep Python's collector from
+    freeing device memory between readings of the allocator's statistics."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def test_views_share_storage_and_in_place_ops_on_views_reach_the_base():
@@ -97,9 +111,10 @@ def test_two_devices_and_copies_between_them():
     c = torch.empty(5, device="emu:1")
     c.copy_(b)
     assert torch.equal(c.cpu(), a.cpu())
-    allocated_before = torch.emu.memory_allocated(1)
-    d = torch.empty(256, device="emu:1")
-    assert torch.emu.memory_allocated(1) - allocated_before == 1024
+    with _collector_paused():
+        allocated_before = torch.emu.memory_allocated(1)
+        d = torch.empty(256, device="emu:1")
+        assert torch.emu.memory_allocated(1) - allocated_before == 1024
     del d
 
 
@@ -116,14 +131,15 @@ def test_zero_size_tensors():
 
 def test_allocator_statistics_return_to_baseline():
     torch.emu.synchronize()
-    baseline = torch.emu.memory_allocated()
-    for _ in range(50):
-        x = torch.randn(100, device="emu")
-        y = (x * 2 + 1)[10:20].clone()
-        y.resize_(500)
-        z = torch.mm(x.view(10, 10), x.view(10, 10).t())
-        del x, y, z
-    assert torch.emu.memory_allocated() == baseline
+    with _collector_paused():
+        baseline = torch.emu.memory_allocated()
+        for _ in range(50):
+            x = torch.randn(100, device="emu")
+            y = (x * 2 + 1)[10:20].clone()
+            y.resize_(500)
+            z = torch.mm(x.view(10, 10), x.view(10, 10).t())
+            del x, y, z
+        assert torch.emu.memory_allocated() == baseline
     stats = torch.emu.memory_stats()
     assert (
         stats["allocation.all.allocated"] - stats["allocation.all.freed"]
@@ -137,9 +153,10 @@ def test_peak_statistics_reset():
     big = torch.empty(10_000, device="emu")
     del big
     assert torch.emu.max_memory_allocated() >= base + 40_000
-    torch.emu.reset_peak_memory_stats()
-    assert torch.emu.max_memory_allocated() == torch.emu.memory_allocated()
-    assert torch.accelerator.memory_allocated(0) == torch.emu.memory_allocated(0)
+    with _collector_paused():
+        torch.emu.reset_peak_memory_stats()
+        assert torch.emu.max_memory_allocated() == torch.emu.memory_allocated()
+        assert torch.accelerator.memory_allocated(0) == torch.emu.memory_allocated(0)
 
 
 def _overlap_error(device: str, write) -> str:
@@ -207,8 +224,9 @@ def test_the_device_module_has_streams_events_and_the_reserved_memory_api():
     event.record()
     assert event.query() and event.device.type == "emu"
     x = torch.empty(1024, device="emu")
-    assert torch.emu.memory_reserved() == torch.emu.memory_allocated() >= x.nbytes
-    assert torch.emu.max_memory_reserved() >= torch.emu.memory_reserved()
-    torch.emu.empty_cache()
-    torch.emu.reset_max_memory_allocated()
-    assert torch.emu.max_memory_allocated() == torch.emu.memory_allocated()
+    with _collector_paused():
+        assert torch.emu.memory_reserved() == torch.emu.memory_allocated() >= x.nbytes
+        assert torch.emu.max_memory_reserved() >= torch.emu.memory_reserved()
+        torch.emu.empty_cache()
+        torch.emu.reset_max_memory_allocated()
+        assert torch.emu.max_memory_allocated() == torch.emu.memory_allocated()
