@@ -213,3 +213,18 @@ def test_addr_refuses_floating_scalars_for_integer_inputs_as_the_cpu_does(no_fal
         with pytest.raises(RuntimeError, match="argument beta must not be a floating point"):
             torch.addr(m, v, v, beta=1.5)
         assert torch.addr(m, v, v, beta=2, alpha=3).cpu().tolist() == [[2, 2], [2, 5]]
+
+
+def test_half_precision_fft_is_transformed_in_single_precision(no_fallback):
+    # The CPU's FFT libraries refuse half precision; emu widens, transforms and rounds.
+    signal = torch.randn(64, dtype=torch.complex64)
+    half = signal.to(torch.complex32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "ComplexHalf support is experimental"
+        spectrum = torch.fft.fft(half.to("emu"))
+        assert spectrum.dtype == torch.complex32
+        expected = torch.fft.fft(half.to(torch.complex64)).to(torch.complex32)
+        torch.testing.assert_close(spectrum.cpu(), expected, atol=1e-2, rtol=1e-2)
+        assert torch.fft.irfft(half.to("emu")).dtype == torch.float16
+        real = torch._fft_r2c(torch.randn(16).half().to("emu"), [0], 0, True)
+        assert real.dtype == torch.complex32 and real.shape == (9,)

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from torch_emu.lowering.registry import lower
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from torch_emu.lowering.kernels import derived_kernel
+from torch_emu.lowering.registry import lower, lowering, resolve
 
 lower("aten::mm", "aten::mm.out", "aten::mm.dtype", "aten::mm.dtype_out")
 lower("aten::bmm", "aten::bmm.out", "aten::bmm.dtype", "aten::bmm.dtype_out")
@@ -37,10 +43,37 @@ lower("aten::linalg_cross", "aten::linalg_cross.out")
 lower("aten::linalg_solve_triangular", "aten::linalg_solve_triangular.out")
 lower("aten::lu_unpack", "aten::lu_unpack.out")
 
-# Spectral: the three FFT primitives every torch.fft function reaches.
-lower("aten::_fft_c2c", "aten::_fft_c2c.out")
-lower("aten::_fft_r2c", "aten::_fft_r2c.out")
-lower("aten::_fft_c2r", "aten::_fft_c2r.out")
+# Spectral: the three FFT primitives every torch.fft function reaches. The CPU's FFT
+# libraries have no half precision; emu transforms half and complex32 in float32 and
+# complex64 and rounds the result, as accelerators' FFT libraries take them.
+lower("aten::_fft_c2c.out", "aten::_fft_r2c.out", "aten::_fft_c2r.out")
+_fft_c2c_cpu = derived_kernel(resolve("aten::_fft_c2c"))
+_fft_r2c_cpu = derived_kernel(resolve("aten::_fft_r2c"))
+_fft_c2r_cpu = derived_kernel(resolve("aten::_fft_c2r"))
+_HALF_FFT = {torch.float16: torch.float32, torch.complex32: torch.complex64}
+
+
+def _in_half(kernel: Callable, input: torch.Tensor, *args: Any, result: torch.dtype) -> Any:
+    wide = _HALF_FFT.get(input.dtype)
+    if wide is None:
+        return kernel(input, *args)
+    return kernel(input.to(wide), *args).to(result)
+
+
+@lowering("aten::_fft_c2c")
+def _fft_c2c(self, dim, normalization, forward):
+    return _in_half(_fft_c2c_cpu, self, dim, normalization, forward, result=self.dtype)
+
+
+@lowering("aten::_fft_r2c")
+def _fft_r2c(self, dim, normalization, onesided):
+    return _in_half(_fft_r2c_cpu, self, dim, normalization, onesided, result=torch.complex32)
+
+
+@lowering("aten::_fft_c2r")
+def _fft_c2r(self, dim, normalization, last_dim_size):
+    return _in_half(_fft_c2r_cpu, self, dim, normalization, last_dim_size, result=torch.float16)
+
 
 # The remaining factorizations and solvers ranked by triage.
 lower("aten::linalg_ldl_factor_ex.out", "aten::linalg_ldl_factor_ex")
