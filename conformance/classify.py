@@ -269,10 +269,15 @@ def _ended(message: str) -> tuple[str, str] | None:
 
 # What torch 2.13 itself gets wrong on a PrivateUse1 device (conformance.model's
 # TORCH_LIMITATIONS): a spawned rank of a device-type test asks for device 'privateuse1';
-# code that calls torch.cuda for any device but the CPU, in a wheel without CUDA.
+# code that calls torch.cuda for any device but the CPU, in a wheel without CUDA; the
+# convolution backend torch selects for a device it has no kernel of its own for.
 _TORCH_LIMITS = (
     (re.compile(r"Invalid device string: 'privateuse1'"), "device_type_in_ranks"),
     (re.compile(r"Torch not compiled with CUDA enabled"), "cuda_call"),
+    (
+        re.compile(r"<_ConvBackend\.Overrideable: \d+> != <_ConvBackend\.\w+: \d+>"),
+        "conv_backend_selection",
+    ),
 )
 
 

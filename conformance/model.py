@@ -163,6 +163,9 @@ TORCH_LIMITATIONS = (
     "device_type_in_ranks",
     # Torch's (or the test's) code calls torch.cuda for any device that is not the CPU.
     "cuda_call",
+    # torch._C._select_conv_backend names only the CPU's and CUDA's kernels; any other
+    # device's convolution is Overrideable, where upstream expects the CPU's choice.
+    "conv_backend_selection",
 )
 
 
