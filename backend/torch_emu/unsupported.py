@@ -24,8 +24,8 @@ FEATURES = {
     "per_channel_quant": "per-channel quantization is not implemented on emu",
 }
 
-# Dense-to-sparse conversions and per-channel quantizers dispatch on the dense
-# emu key; everything on an already-sparse or nested emu tensor dispatches on
+# Dense-to-sparse and dense-to-nested conversions and per-channel quantizers dispatch on
+# the dense emu key; everything on an already-sparse or nested emu tensor dispatches on
 # the keys caught by the fallbacks.
 _OPS = {
     "sparse": [
@@ -35,6 +35,12 @@ _OPS = {
         "_to_sparse_csc",
         "_to_sparse_bsr",
         "_to_sparse_bsc",
+    ],
+    # Padded dense tensors packed into a NestedTensor (nn.TransformerEncoder's fast path for
+    # a padding mask); _nested_view_from_buffer is refused in the native core.
+    "nested": [
+        "_nested_tensor_from_mask",
+        "_nested_from_padded",
     ],
     "per_channel_quant": [
         "quantize_per_channel",

@@ -41,6 +41,24 @@ def test_nested():
         print(nested)
 
 
+def test_padded_batches_are_checked_then_refused_as_nested():
+    # nn.TransformerEncoder's inference fast path checks that a padding mask is left-aligned
+    # (a dense computation, lowered), then packs the batch into a NestedTensor.
+    batch = torch.randn(2, 3, 4)
+    for keep in ([[True, True, False], [True, True, True]], [[False, True, True], [True] * 3]):
+        mask = torch.tensor(keep)
+        on_emu = torch._nested_tensor_from_mask_left_aligned(batch.to("emu"), mask.to("emu"))
+        assert on_emu == torch._nested_tensor_from_mask_left_aligned(batch, mask)
+    layer = torch.nn.TransformerEncoderLayer(4, 2, 8, batch_first=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # enable_nested_tensor's layout advice
+        encoder = torch.nn.TransformerEncoder(layer, 1, enable_nested_tensor=True)
+    encoder = encoder.to("emu").eval()
+    padding = torch.tensor([[False, False, True], [False, False, False]], device="emu")
+    with torch.no_grad(), _feature("nested"):
+        encoder(batch.to("emu"), src_key_padding_mask=padding)
+
+
 def test_forward_ad_works():
     """Forward-mode AD is supported: tangents through emu's lowerings match the CPU's."""
     primal = torch.linspace(-1, 1, 5, dtype=torch.float64)

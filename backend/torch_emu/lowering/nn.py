@@ -76,8 +76,11 @@ def _native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, w
     return tuple(None if g is None else g.to(t.dtype) for g, t in zip(grads, like, strict=True))
 
 
-# nn.TransformerEncoderLayer's and nn.MultiheadAttention's inference fast path.
+# nn.TransformerEncoderLayer's and nn.MultiheadAttention's inference fast path;
+# nn.TransformerEncoder's check of a padding mask before it packs the batch into a
+# NestedTensor (which emu refuses as an unsupported feature).
 lower("aten::_transformer_encoder_layer_fwd", "aten::_native_multi_head_attention")
+lower("aten::_nested_tensor_from_mask_left_aligned")
 lower("aten::native_batch_norm_backward")
 lower("aten::_native_batch_norm_legit.no_stats")
 
