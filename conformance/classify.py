@@ -522,6 +522,7 @@ _NOT_APPLICABLE = re.compile(
     r"(?:CUDA|ROCm|cuDNN|MPS|XPU|GPU|Triton|NCCL|distributed)\w* (?:is )?not available|"
     r"[Rr]equires? (?:a )?(?P<needs>CUDA|GPU|ROCm|cuDNN|MPS|XPU|accelerator)|"
     r"onlyAccelerator|Insufficient \w+ memory|test skipped for CUDA version|"
+    r"only one GPU detected|(?P<fused>is not supported for fused on \w+)|"
     r"(?P<eager>runs eager only)",
 )
 # A package the test needs is not installed where it ran: the environment's problem.
@@ -546,8 +547,9 @@ def classify_skip(reason: str) -> tuple[str, str]:
     ``not implemented: <error>`` (torch's ``skip_exception_type`` and the assertRaises
     variant that skips on NotImplementedError) is classified as the error it wraps:
     missing_lowering with the operator, unsupported_feature, unsupported_dtype. Device
-    restrictions (``Only runs on cuda``, ``onlyNativeDeviceTypes: doesn't run on emu``)
-    are not_applicable with the device required or the decorator; dtype refusals are
+    restrictions (``Only runs on cuda``, ``onlyNativeDeviceTypes: doesn't run on emu``, an
+    optimizer's fused implementation declared for other device types) are not_applicable
+    with the device required, the decorator or ``fused``; dtype refusals are
     unsupported_dtype with the dtype when named; the backend's own
     ``unsupported feature '<name>'`` is unsupported_feature; a package the test needs and
     the environment lacks (``Scipy required for the test``) is environment, with the
@@ -577,6 +579,8 @@ def classify_skip(reason: str) -> tuple[str, str]:
     if match:
         if match["eager"]:
             return "not_applicable", "eager_only"
+        if match["fused"]:  # the OptimizerInfo's supports_fused_on names device types
+            return "not_applicable", "fused"
         if match["onlylist"] is not None:
             return "not_applicable", ",".join(re.findall(r"\w+", match["onlylist"].lower()))
         required = match["only"] or match["needs"] or match["notfound"] or ""

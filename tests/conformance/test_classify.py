@@ -389,6 +389,8 @@ SKIPS = [
     ("onlyNativeDeviceTypes: doesn't run on emu", ("not_applicable", "onlyNativeDeviceTypes")),
     ("onlyCUDAAndPRIVATEUSE1: doesn't run on cpu", ("not_applicable", "onlyCUDAAndPRIVATEUSE1")),
     ("fewer than 2 devices detected", ("not_applicable", "")),
+    ("only one GPU detected", ("not_applicable", "")),  # TEST_MULTIGPU: torch.cuda's count
+    ("emu:0 is not supported for fused on AdamW", ("not_applicable", "fused")),
     ("Insufficient emu memory", ("not_applicable", "")),
     ("cuDNN not available", ("not_applicable", "")),
     (
