@@ -158,20 +158,31 @@ def synchronize(device: Any = None) -> None:
     _index(device)
 
 
+_UINT64 = 1 << 64
+
+
+def _seed_bits(seed: int) -> int:
+    """A seed as the core takes it: the generator's 64-bit unsigned seed, its bits in an
+    int64. torch.manual_seed accepts -2**63 to 2**64 - 1, negative seeds wrapping around
+    as the CPU's generator wraps them."""
+    value = int(seed) % _UINT64
+    return value - _UINT64 if value >= _UINT64 // 2 else value
+
+
 def manual_seed(seed: int) -> None:
     """Seed the default generator of the current emu device."""
-    _ops.manual_seed(current_device(), int(seed))
+    _ops.manual_seed(current_device(), _seed_bits(seed))
 
 
 def manual_seed_all(seed: int) -> None:
     """Seed the default generators of all emu devices (``torch.manual_seed`` calls this)."""
     for index in range(device_count()):
-        _ops.manual_seed(index, int(seed))
+        _ops.manual_seed(index, _seed_bits(seed))
 
 
 def seed() -> int:
     """Seed the current device's generator non-deterministically; return the seed."""
-    return int(_ops.seed(current_device()))
+    return int(_ops.seed(current_device())) % _UINT64
 
 
 def seed_all() -> None:
@@ -180,8 +191,8 @@ def seed_all() -> None:
 
 
 def initial_seed() -> int:
-    """The seed of the current device's default generator."""
-    return int(_ops.initial_seed(current_device()))
+    """The seed of the current device's default generator (unsigned, as the CPU's)."""
+    return int(_ops.initial_seed(current_device())) % _UINT64
 
 
 def get_rng_state(device: Any = None) -> torch.Tensor:

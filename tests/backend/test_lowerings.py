@@ -228,3 +228,14 @@ def test_half_precision_fft_is_transformed_in_single_precision(no_fallback):
         assert torch.fft.irfft(half.to("emu")).dtype == torch.float16
         real = torch._fft_r2c(torch.randn(16).half().to("emu"), [0], 0, True)
         assert real.dtype == torch.complex32 and real.shape == (9,)
+
+
+def test_set_to_and_scalar_reads_behave_as_on_the_cpu(no_fallback):
+    base = torch.empty(3, 4, device="emu")
+    alias = torch.tensor([], device="emu").set_(base)
+    assert base.is_set_to(alias) and alias.is_set_to(base)
+    assert not base.is_set_to(torch.empty(3, 4, device="emu"))
+    assert not base.is_set_to(base.view(4, 3))
+    for device in ("cpu", "emu"):
+        with pytest.raises(RuntimeError, match="Empty tensor not supported"):
+            torch.ops.aten._local_scalar_dense(torch.ones(0, device=device))

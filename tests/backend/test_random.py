@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 
@@ -23,6 +24,13 @@ def test_manual_seed_reproduces_draws():
     torch.manual_seed(123)
     assert torch.equal(_draw(), first)
     assert torch.emu.initial_seed() == 123
+
+
+@pytest.mark.parametrize("seed", [2**63 - 1, 2**63, 2**64 - 1, -1, -(2**63), 0])
+def test_every_seed_torch_accepts_seeds_emu_as_it_seeds_the_cpu(seed):
+    # torch.manual_seed takes -2**63 to 2**64 - 1 and seeds every device with it.
+    torch.manual_seed(seed)
+    assert torch.emu.initial_seed() == torch.initial_seed() == seed % 2**64
 
 
 def test_devices_have_separate_generators():

@@ -656,7 +656,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
-  return cpu_alias(self, /*written=*/false).item();
+  return at::_local_scalar_dense(cpu_alias(self, /*written=*/false));
 }
 
 at::Tensor nested_view_from_buffer(const at::Tensor&, const at::Tensor&, const at::Tensor&,
