@@ -92,5 +92,8 @@ lower("aten::geqrf.a")
 lower("aten::linalg_eigvals.out")
 # Weight-only int8 quantized matmul (per output channel scales), as the CPU runs it.
 lower("aten::_weight_int8pack_mm")
+# Dynamically quantized 4-bit matmul: the weight packed in the CPU's layout, which the
+# CPU's matmul kernel reads.
+lower("aten::_dyn_quant_pack_4bit_weight", "aten::_dyn_quant_matmul_4bit")
 lower("aten::_int_mm", "aten::_int_mm.out")
 lower("aten::_compute_linear_combination", "aten::_compute_linear_combination.out")
