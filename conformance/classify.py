@@ -70,6 +70,12 @@ _DYNAMIC = re.compile(
     r"GuardOnDataDependentSymNode|data-dependent|dynamic shapes? (?:is |are )?not supported", re.I
 )
 _ATTN_MASK = re.compile(rf"\battn_mask\b{_REFUSED}")
+# Inductor asked for the device's code generators or device interface and found none.
+_INDUCTOR_DEVICE = re.compile(
+    r"InductorError: (?:LoweringException: )?(?:KeyError: '\w+'$|"
+    r"NotImplementedError: No interface for device \w+|RuntimeError: device \w+ nyi)",
+    re.M,
+)
 _COMPLEX = re.compile(r"complex (?:numbers|tensors|dtypes?) (?:are |is )?not supported", re.I)
 
 # ScalarType names in ATen messages -> the names torch uses for dtypes in test names.
@@ -190,6 +196,8 @@ def _feature(message: str) -> tuple[str, str] | None:
         return "unsupported_feature", "attn_mask"
     if _COMPLEX.search(message):
         return "unsupported_feature", "complex"
+    if _INDUCTOR_DEVICE.search(message):
+        return "unsupported_feature", "inductor"
     return None
 
 

@@ -149,6 +149,9 @@ FEATURES = (
     "attn_mask",
     "quantized",
     "complex",
+    # torch.compile's default backend on the device: Inductor's code generators for it
+    # (scheduling, wrapper) and Dynamo's device interface, which the backend registers.
+    "inductor",
 )
 
 #: Values of ``detail`` the classifier reads for the torch_limitation category: what in

@@ -591,3 +591,25 @@ def test_what_torch_gets_wrong_on_any_privateuse1_device_is_a_torch_limitation(
 ) -> None:
     assert classify_failure(error, "") == ("torch_limitation", detail)
     assert detail in TORCH_LIMITATIONS
+
+
+@pytest.mark.parametrize(
+    ("inner", "report"),
+    [
+        # torch.compile's default backend on a device that registered no Inductor codegen
+        (KeyError("emu"), "InductorError: KeyError: 'emu'"),
+        (RuntimeError("device emu nyi"), "InductorError: RuntimeError: device emu nyi"),
+        (None, "InductorError: LoweringException: NotImplementedError: No interface for "
+         "device emu\n  target: aten.amax.default"),
+    ],
+)  # fmt: skip
+def test_inductor_without_the_devices_code_generators_is_an_unsupported_feature(inner, report):
+    from torch._inductor.exc import InductorError
+
+    if inner is not None:
+        try:
+            raise InductorError(inner, None) from inner
+        except InductorError as error:
+            assert classify_failure(error, "") == ("unsupported_feature", "inductor")
+    text = f"E   torch._inductor.exc.{report}\n"
+    assert classify_failure(None, text) == ("unsupported_feature", "inductor")
