@@ -239,3 +239,21 @@ def test_set_to_and_scalar_reads_behave_as_on_the_cpu(no_fallback):
     for device in ("cpu", "emu"):
         with pytest.raises(RuntimeError, match="Empty tensor not supported"):
             torch.ops.aten._local_scalar_dense(torch.ones(0, device=device))
+
+
+def test_four_bit_weight_packing_and_matmul_match_the_cpu(no_fallback):
+    torch.manual_seed(0)
+    n, k, group, tiles = 16, 64, 32, 2
+    values = torch.randint(0, 16, (n, k), dtype=torch.int32)
+    scales_and_zeros = torch.rand(k // group, n, 2, dtype=torch.bfloat16)
+    a = torch.rand(4, k, dtype=torch.bfloat16)
+    cpu = torch._weight_int4pack_mm_for_cpu(
+        a, torch._convert_weight_to_int4pack_for_cpu(values, tiles), group, scales_and_zeros
+    )
+    # An accelerator's input: two values a byte, high nibble first.
+    pairs = (values[:, ::2] << 4 | values[:, 1::2]).to(torch.uint8).to("emu")
+    packed = torch._convert_weight_to_int4pack(pairs, tiles)
+    assert packed.dtype == torch.int32
+    assert packed.shape == torch._convert_weight_to_int4pack(pairs.to("meta"), tiles).shape
+    emu = torch._weight_int4pack_mm(a.to("emu"), packed, group, scales_and_zeros.to("emu"))
+    torch.testing.assert_close(emu.cpu(), cpu)

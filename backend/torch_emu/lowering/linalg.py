@@ -95,5 +95,30 @@ lower("aten::_weight_int8pack_mm")
 # Dynamically quantized 4-bit matmul: the weight packed in the CPU's layout, which the
 # CPU's matmul kernel reads.
 lower("aten::_dyn_quant_pack_4bit_weight", "aten::_dyn_quant_matmul_4bit")
+
+# 4-bit weight-only matmul: every backend packs the weight in its own layout. An
+# accelerator's packing takes the 4-bit values two to a byte, high nibble first, (N, K / 2)
+# uint8; emu unpacks them, packs them as the CPU does and keeps the bytes in the int32
+# shape torch's meta function gives (N / 8, K / (16 * inner_k_tiles), 32,
+# inner_k_tiles / 2): the same N * K / 2 bytes, which _weight_int4pack_mm reads back for
+# the CPU's kernel.
+_pack_int4_cpu = derived_kernel(resolve("aten::_convert_weight_to_int4pack_for_cpu"))
+_int4_mm_cpu = derived_kernel(resolve("aten::_weight_int4pack_mm_for_cpu"))
+
+
+@lowering("aten::_convert_weight_to_int4pack")
+def _convert_weight_to_int4pack(self, inner_k_tiles):
+    shape = torch.ops.aten._convert_weight_to_int4pack(self.to("meta"), inner_k_tiles).shape
+    pairs = self.to(torch.int32)
+    values = torch.stack([pairs >> 4, pairs & 0xF], dim=-1).reshape(self.size(0), -1)
+    return _pack_int4_cpu(values, inner_k_tiles).view(torch.int32).reshape(shape)
+
+
+@lowering("aten::_weight_int4pack_mm")
+def _weight_int4pack_mm(self, mat2, q_group_size, q_scale_and_zeros):
+    packed = mat2.contiguous().view(torch.uint8).reshape(mat2.size(0) * 8, -1)
+    return _int4_mm_cpu(self, packed, q_group_size, q_scale_and_zeros)
+
+
 lower("aten::_int_mm", "aten::_int_mm.out")
 lower("aten::_compute_linear_combination", "aten::_compute_linear_combination.out")
