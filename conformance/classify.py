@@ -282,6 +282,14 @@ def _ended(message: str) -> tuple[str, str] | None:
 _TORCH_LIMITS = (
     (re.compile(r"Invalid device string: 'privateuse1'"), "device_type_in_ranks"),
     (re.compile(r"Torch not compiled with CUDA enabled"), "cuda_call"),
+    # torch.nn.parallel's scatter, gather and broadcast call CUDA's comm functions for any
+    # device; a wheel without CUDA has none.
+    (
+        re.compile(
+            r"module 'torch\._C' has no attribute '_(?:scatter|gather|broadcast|reduce_add)"
+        ),
+        "cuda_call",
+    ),
     (
         re.compile(r"<_ConvBackend\.Overrideable: \d+> != <_ConvBackend\.\w+: \d+>"),
         "conv_backend_selection",
