@@ -539,6 +539,8 @@ _NOT_APPLICABLE = re.compile(
     r"[Rr]equires? (?:a )?(?P<needs>CUDA|GPU|ROCm|cuDNN|MPS|XPU|accelerator)|"
     r"onlyAccelerator|Insufficient \w+ memory|test skipped for CUDA version|"
     r"only one GPU detected|(?P<fused>is not supported for fused on \w+)|"
+    r"Excluded from (?P<excluded>CUDA) tests|(?P<unavailable>CUDA) unavailable|needs cudnn|"
+    r"CUDNN (?:or multi-gpu )?not available|multi-GPU not supported|"
     r"(?P<eager>runs eager only)",
 )
 # A package the test needs is not installed where it ran: the environment's problem.
@@ -547,6 +549,8 @@ _MISSING_PACKAGE = re.compile(
     r"(?:is )?(?:required|not (?:found|installed|available))|"
     r"(?:[Rr]equires?|[Nn]eeds?) (?P<package2>SciPy|Scipy|scipy|psutil|numba|librosa)\b"
 )
+# A file the test downloads could not be fetched (a machine without the network).
+_NO_NETWORK = re.compile(r"could not download test file")
 # torch's largeTensorTest has no memory check for PrivateUse1 devices and skips on them.
 _NO_MEMORY_CHECK = re.compile(r"^Unknown device type$")
 _SKIP_DTYPE = re.compile(
@@ -599,11 +603,20 @@ def classify_skip(reason: str) -> tuple[str, str]:
             return "not_applicable", "fused"
         if match["onlylist"] is not None:
             return "not_applicable", ",".join(re.findall(r"\w+", match["onlylist"].lower()))
-        required = match["only"] or match["needs"] or match["notfound"] or ""
+        required = (
+            match["only"]
+            or match["needs"]
+            or match["notfound"]
+            or match["excluded"]
+            or match["unavailable"]
+            or ""
+        )
         return "not_applicable", required.lower() or match["decorator"] or match["not"] or ""
     match = _MISSING_PACKAGE.search(text)
     if match:
         return "environment", (match["package"] or match["package2"]).lower()
+    if _NO_NETWORK.search(text):
+        return "environment", "network"
     if _NO_MEMORY_CHECK.search(text):
         return "torch_limitation", "largeTensorTest"
     if "PYTORCH_TEST_WITH_SLOW" in text or re.search(r"\bslow\b", text, re.I):

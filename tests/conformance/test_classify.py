@@ -390,6 +390,15 @@ SKIPS = [
     ("onlyCUDAAndPRIVATEUSE1: doesn't run on cpu", ("not_applicable", "onlyCUDAAndPRIVATEUSE1")),
     ("fewer than 2 devices detected", ("not_applicable", "")),
     ("only one GPU detected", ("not_applicable", "")),  # TEST_MULTIGPU: torch.cuda's count
+    # test_nn.py's generated module tests: each has a CUDA twin, whatever the device
+    ("Excluded from CUDA tests", ("not_applicable", "cuda")),
+    ("CUDA unavailable", ("not_applicable", "cuda")),
+    ("needs cudnn", ("not_applicable", "")),
+    ("CUDNN or multi-gpu not available", ("not_applicable", "")),
+    (
+        "could not download test file 'https://download.pytorch.org/test_data/linear.pt'",
+        ("environment", "network"),
+    ),
     ("emu:0 is not supported for fused on AdamW", ("not_applicable", "fused")),
     ("Insufficient emu memory", ("not_applicable", "")),
     ("cuDNN not available", ("not_applicable", "")),
