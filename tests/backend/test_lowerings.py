@@ -161,6 +161,12 @@ def test_tensors_from_two_devices_are_rejected_like_cuda():
         torch.amin(a, 0, out=torch.empty(()))
     with pytest.raises(RuntimeError, match=f"{same_device}, emu:0 and cpu!"):
         torch.exp(a, out=torch.empty(3))
+    # A CPU tensor indexed with device indices: the index kernels' own check, as on CUDA.
+    indices = torch.tensor([0, 2], device="emu")
+    with pytest.raises(RuntimeError, match=r"indices should be either on cpu or .* \(cpu\)"):
+        torch.ones(3)[indices]
+    with pytest.raises(RuntimeError, match=r"indices should be either on cpu or .* \(emu:1\)"):
+        torch.ones(3, device="emu:1")[indices]
 
 
 def test_deterministic_mode_fills_new_memory_as_the_cpu_does():

@@ -751,6 +751,12 @@ class DerivedKernel final : public c10::OperatorKernel {
     // accepted as 0-dim scalar inputs and, inside index lists, as indices, but
     // never as what the op writes (an out= on the CPU for emu inputs).
     bool host_tensor = false;
+    // Index lists (Tensor?[]) may hold CPU tensors or tensors of self's device; other
+    // devices get the index kernels' own error, which names self's device, as on CUDA.
+    std::optional<c10::Device> self_device;
+    if (!args.empty() && args[0].isTensor() && args[0].toTensor().defined()) {
+      self_device = args[0].toTensor().device();
+    }
     AliasStorages shared;
     // A tensor passed twice (cat's out= among its inputs, x.add_(x)) gets one alias, so
     // that the CPU kernel's identity checks see what the caller passed; it is writable
@@ -772,6 +778,9 @@ class DerivedKernel final : public c10::OperatorKernel {
         if ((t.dim() > 0 || written) && !host_ok) host_tensor = true;
         return t;
       }
+      TORCH_CHECK(!host_ok || !self_device || *self_device == t.device(),
+                  "indices should be either on cpu or on the same device as the indexed "
+                  "tensor (", *self_device, ")");
       if (device < 0) {
         device = t.device().index();
       } else {
