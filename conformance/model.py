@@ -166,8 +166,8 @@ TORCH_LIMITATIONS = (
     "device_type_in_ranks",
     # Torch's (or the test's) code calls torch.cuda for any device that is not the CPU.
     "cuda_call",
-    # torch._C._select_conv_backend names only the CPU's and CUDA's kernels; any other
-    # device's convolution is Overrideable, where upstream expects the CPU's choice.
+    # torch._C._select_conv_backend picks kernels for torch's in-tree devices only; any
+    # out-of-tree device's convolution is Overrideable, where upstream expects the CPU's.
     "conv_backend_selection",
 )
 
